@@ -1,0 +1,180 @@
+//! `artifact://<tool>/<name>`: an immutable, content-addressed snapshot store (RES-5, RES-8).
+//!
+//! A name is the first 16 hex digits of the bytes' SHA-256 plus an extension, so the same bytes
+//! from the same tool get the same URL. Files are written to a temporary file and then
+//! hard-linked into place: a link never replaces an existing file, so once an artifact exists
+//! its bytes never change, and concurrent writers of the same bytes leave one intact file.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use crate::{Error, ErrorKind, FileScheme};
+
+/// Where immutable snapshots are kept. The outlet archives media and over-long text here.
+pub trait ArtifactStore: Send + Sync + std::fmt::Debug {
+    /// Stores `bytes` produced by `tool` and returns their `artifact://` URL. Storing the same
+    /// bytes again returns the same URL and leaves the stored file untouched.
+    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, Error>;
+
+    /// The bytes behind an `artifact://` URL (query and fragment ignored).
+    fn get(&self, url: &str) -> Result<Vec<u8>, Error>;
+}
+
+/// The artifact store on disk: `<root>/<tool>/<name>`.
+#[derive(Debug)]
+pub struct DiskArtifactStore {
+    root: PathBuf,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl DiskArtifactStore {
+    /// Opens (creating if needed) a store rooted at `root`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, Error> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(|e| io_error(&root, &e))?;
+        Ok(Self { root })
+    }
+
+    /// The directory this store writes under.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn locate(&self, url: &Url) -> Result<PathBuf, Error> {
+        if url.scheme() != "artifact" {
+            return Err(Error::new(
+                ErrorKind::InvalidUrl,
+                format!("`{url}` is not an artifact:// URL"),
+            ));
+        }
+        let tool = url.host_str().unwrap_or("");
+        let name = url.path().strip_prefix('/').unwrap_or("");
+        if !is_safe_component(tool) || !is_safe_component(name) {
+            return Err(Error::new(
+                ErrorKind::InvalidUrl,
+                format!("`{url}` is not of the form artifact://<tool>/<name>"),
+            ));
+        }
+        Ok(self.root.join(tool).join(name))
+    }
+}
+
+/// Letters, digits, `_`, `-`, `.`; not empty, not `.` or `..`.
+fn is_safe_component(s: &str) -> bool {
+    !s.is_empty()
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// A tool name as an artifact URL host: characters outside `[A-Za-z0-9_.-]` become `-`.
+pub fn artifact_tool_component(tool: &str) -> String {
+    let s: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if is_safe_component(&s) {
+        s
+    } else {
+        "tool".to_owned()
+    }
+}
+
+/// The content-addressed name of `bytes`: 16 hex digits of SHA-256, then `.extension`.
+pub fn artifact_name(bytes: &[u8], extension: &str) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(16);
+    for b in &digest[..8] {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    let ext: String = extension
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    if ext.is_empty() {
+        hex
+    } else {
+        format!("{hex}.{ext}")
+    }
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> Error {
+    Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
+}
+
+impl ArtifactStore for DiskArtifactStore {
+    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, Error> {
+        let tool = artifact_tool_component(tool);
+        let name = artifact_name(bytes, extension);
+        let dir = self.root.join(&tool);
+        let path = dir.join(&name);
+        let url = format!("artifact://{tool}/{name}");
+        if path.exists() {
+            return Ok(url);
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, &e))?;
+        let temp = dir.join(format!(
+            ".tmp-{}-{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let write = || -> std::io::Result<()> {
+            use std::io::Write as _;
+            let mut file = std::fs::File::create(&temp)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            match std::fs::hard_link(&temp, &path) {
+                Ok(()) => Ok(()),
+                // Another writer won the race with the same bytes (same hash): keep theirs.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(e),
+            }
+        };
+        let result = write();
+        let _ = std::fs::remove_file(&temp);
+        result.map_err(|e| io_error(&path, &e))?;
+        Ok(url)
+    }
+
+    fn get(&self, url: &str) -> Result<Vec<u8>, Error> {
+        let parsed = crate::parse_url(url)?;
+        let path = self.locate(&parsed)?;
+        std::fs::read(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::new(ErrorKind::NotFound, format!("no artifact at `{url}`"))
+            } else {
+                io_error(&path, &e)
+            }
+        })
+    }
+}
+
+#[async_trait]
+impl FileScheme for DiskArtifactStore {
+    fn scheme(&self) -> &str {
+        "artifact"
+    }
+
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+        let mut bare = url.clone();
+        bare.set_query(None);
+        bare.set_fragment(None);
+        self.get(bare.as_str())
+    }
+
+    fn is_snapshot(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,99 @@
+//! `cargo xtask`: the project's checks as one binary (matklad's cargo-xtask pattern).
+//!
+//! - `cargo xtask ci`: fmt check, clippy with `-D warnings`, docs with `-D warnings`, every test
+//!   with `INSTA_UPDATE=no` (the tidy checks are ordinary tests in this crate).
+//! - `cargo xtask test`: the tests only.
+//! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
+
+#![allow(clippy::print_stdout)] // xtask is a command: its table goes to stdout.
+
+use std::process::{Command, ExitCode};
+
+mod tidy;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("test") => test(),
+        Some("bench") => bench(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask ci | test | bench [FILTER]");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(cargo)
+        .args(args)
+        .envs(env.iter().copied())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn ci() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--check"], &[])?;
+    cargo(
+        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+        &[],
+    )?;
+    cargo(
+        &["doc", "--workspace", "--no-deps"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    test()
+}
+
+fn test() -> Result<(), String> {
+    cargo(
+        &["test", "--workspace", "--all-targets"],
+        &[("INSTA_UPDATE", "no")],
+    )?;
+    cargo(&["test", "--workspace", "--doc"], &[("INSTA_UPDATE", "no")])
+}
+
+/// Every crate with a `benches/bench.rs` (harness = false) prints rows `BENCH\t<name>\t<value>\t<target>`;
+/// this collects them into one table.
+fn bench(filter: &[String]) -> Result<(), String> {
+    let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut args = vec!["bench", "--workspace", "--bench", "bench", "--"];
+    args.extend(filter.iter().map(String::as_str));
+    eprintln!("$ cargo {}", args.join(" "));
+    let output = Command::new(cargo_bin)
+        .args(&args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("BENCH\t"))
+        .map(|l| l.split('\t').collect())
+        .collect();
+    let mut table = String::from("| measurement | value | target |\n|---|---|---|\n");
+    for row in &rows {
+        let cell = |i: usize| row.get(i).copied().unwrap_or("");
+        table.push_str(&format!("| {} | {} | {} |\n", cell(0), cell(1), cell(2)));
+    }
+    print!("{table}");
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo bench failed ({})", output.status))
+    }
+}
