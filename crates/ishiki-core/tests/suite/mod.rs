@@ -1,0 +1,13 @@
+//! Integration tests, one module per area; each test names the requirement it checks.
+
+mod assembly;
+mod store;
+mod text_protocol;
+
+/// Runs `f` with insta writing to `tests/snapshots/`, snapshot names without module prefixes.
+pub(crate) fn with_snapshots(f: impl FnOnce()) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(f);
+}

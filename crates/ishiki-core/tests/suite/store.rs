@@ -1,0 +1,429 @@
+//! The history store (PRJ-13, SEC-3, SEC-4): atomic batches, exact reopen, crash safety.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use ishiki_core::{
+    Batch, Durability, HistoryStore, MemoryStore, SqliteStore, StoreErrorKind, StoredAttachment,
+    StoredMessage, StoredState,
+};
+use serde_json::{Value, json};
+
+use super::with_snapshots;
+
+fn message(id: &str, n: u64) -> StoredMessage {
+    StoredMessage {
+        id: id.to_owned(),
+        json: json!({ "role": "user", "n": n, "text": format!("message {id} ✓") }),
+    }
+}
+
+fn attachment(id: &str) -> StoredAttachment {
+    StoredAttachment {
+        id: id.to_owned(),
+        json: json!({ "url": format!("artifact://read/{id}.png"), "lifetime": "once" }),
+    }
+}
+
+/// Three batches touching every part of the store; ids deliberately not in sorted order.
+fn history() -> Vec<Batch> {
+    vec![
+        Batch {
+            messages: vec![message("zeta", 1), message("alpha", 2)],
+            attachments: vec![attachment("a2"), attachment("a1")],
+            delivery: Some(json!({ "a2": "delivered" })),
+            meta: vec![("session".into(), json!("s1"))],
+            ..Batch::default()
+        },
+        Batch {
+            messages: vec![message("mid", 3)],
+            withdrawn: vec!["zeta".into()],
+            catalog: Some(json!({ "discovered": ["write_file"] })),
+            meta: vec![("session".into(), json!("s2")), ("step".into(), json!(2))],
+            ..Batch::default()
+        },
+        Batch {
+            messages: vec![message("last", 4)],
+            withdrawn: vec!["last".into(), "zeta".into()],
+            delivery: Some(json!({ "a2": "delivered", "a1": "delivered" })),
+            ..Batch::default()
+        },
+    ]
+}
+
+fn expected_after_history() -> StoredState {
+    StoredState {
+        messages: vec![
+            (message("zeta", 1), true),
+            (message("alpha", 2), false),
+            (message("mid", 3), false),
+            (message("last", 4), true),
+        ],
+        attachments: vec![attachment("a2"), attachment("a1")],
+        delivery: Some(json!({ "a2": "delivered", "a1": "delivered" })),
+        catalog: Some(json!({ "discovered": ["write_file"] })),
+        meta: [
+            ("session".to_owned(), json!("s2")),
+            ("step".to_owned(), json!(2)),
+        ]
+        .into_iter()
+        .collect(),
+    }
+}
+
+fn stores() -> Vec<Box<dyn HistoryStore>> {
+    vec![
+        Box::new(SqliteStore::in_memory().expect("in-memory sqlite opens")),
+        Box::new(MemoryStore::new()),
+    ]
+}
+
+#[test]
+fn prj13_commit_then_load_round_trips_in_commit_order() {
+    for mut store in stores() {
+        assert_eq!(store.load().unwrap(), StoredState::default(), "{store:?}");
+        for batch in history() {
+            store.commit(&batch).unwrap();
+        }
+        assert_eq!(store.load().unwrap(), expected_after_history(), "{store:?}");
+        // An empty batch changes nothing.
+        store.commit(&Batch::default()).unwrap();
+        assert_eq!(store.load().unwrap(), expected_after_history());
+    }
+}
+
+/// Batches that must fail, each with a valid part that must not be applied.
+fn failing_batches() -> Vec<(&'static str, Batch)> {
+    let valid_part = Batch {
+        messages: vec![message("fresh", 9)],
+        attachments: vec![attachment("fresh-a")],
+        delivery: Some(json!({ "poisoned": true })),
+        catalog: Some(json!({ "poisoned": true })),
+        meta: vec![("session".into(), json!("poisoned"))],
+        withdrawn: vec!["alpha".into()],
+    };
+    let with = |f: &dyn Fn(&mut Batch)| {
+        let mut b = valid_part.clone();
+        f(&mut b);
+        b
+    };
+    vec![
+        (
+            "message id already stored",
+            with(&|b| b.messages.push(message("mid", 0))),
+        ),
+        (
+            "message id twice in the batch",
+            with(&|b| b.messages.push(message("fresh", 0))),
+        ),
+        (
+            "attachment id already stored",
+            with(&|b| b.attachments.push(attachment("a1"))),
+        ),
+        (
+            "attachment id twice in the batch",
+            with(&|b| b.attachments.push(attachment("fresh-a"))),
+        ),
+        (
+            "withdrawing an unknown message",
+            with(&|b| b.withdrawn.push("ghost".into())),
+        ),
+    ]
+}
+
+#[test]
+fn sec4_a_failing_batch_leaves_nothing() {
+    let mut report = String::new();
+    for mut store in stores() {
+        for batch in history() {
+            store.commit(&batch).unwrap();
+        }
+        for (name, batch) in failing_batches() {
+            let error = store.commit(&batch).unwrap_err();
+            assert_eq!(
+                store.load().unwrap(),
+                expected_after_history(),
+                "{name} left a trace in {store:?}"
+            );
+            let kind = match error.kind() {
+                StoreErrorKind::DuplicateId => "duplicate_id",
+                StoreErrorKind::UnknownMessage => "unknown_message",
+                other => panic!("{name}: unexpected kind {other:?}"),
+            };
+            let _ = writeln!(report, "{name}: [{kind}] {error}");
+        }
+        // The store is still usable after the failures.
+        store
+            .commit(&Batch {
+                messages: vec![message("after", 5)],
+                ..Batch::default()
+            })
+            .unwrap();
+        assert_eq!(store.load().unwrap().messages.len(), 5);
+    }
+    // Both stores report the same errors (the report holds each twice).
+    let lines: Vec<&str> = report.lines().collect();
+    let (sqlite, memory) = lines.split_at(lines.len() / 2);
+    assert_eq!(sqlite, memory);
+    with_snapshots(|| insta::assert_snapshot!("store_errors", sqlite.join("\n")));
+}
+
+#[test]
+fn prj13_reopening_restores_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    {
+        let mut store = SqliteStore::open(&path, Durability::Full).unwrap();
+        for batch in history().into_iter().take(2) {
+            store.commit(&batch).unwrap();
+        }
+    }
+    {
+        let mut store = SqliteStore::open(&path, Durability::Normal).unwrap();
+        for batch in history().into_iter().skip(2) {
+            store.commit(&batch).unwrap();
+        }
+    }
+    let store = SqliteStore::open(&path, Durability::Full).unwrap();
+    assert_eq!(store.load().unwrap(), expected_after_history());
+
+    // New records keep coming after the reopened ones.
+    let mut store = store;
+    store
+        .commit(&Batch {
+            messages: vec![message("0-first-by-name", 5)],
+            ..Batch::default()
+        })
+        .unwrap();
+    let ids: Vec<String> = store
+        .load()
+        .unwrap()
+        .messages
+        .into_iter()
+        .map(|(m, _)| m.id)
+        .collect();
+    assert_eq!(ids, ["zeta", "alpha", "mid", "last", "0-first-by-name"]);
+}
+
+#[test]
+fn prj13_memory_store_clones_share_history() {
+    let mut store = MemoryStore::new();
+    let reopened = store.clone();
+    for batch in history() {
+        store.commit(&batch).unwrap();
+    }
+    drop(store);
+    assert_eq!(reopened.load().unwrap(), expected_after_history());
+}
+
+#[test]
+fn sec3_foreign_and_newer_files_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let garbage = dir.path().join("not-a-db");
+    std::fs::write(
+        &garbage,
+        b"this is not SQLite, just some bytes that fill a header....",
+    )
+    .unwrap();
+    let error = SqliteStore::open(&garbage, Durability::Full).unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Database);
+    assert!(error.message().starts_with("history store: "), "{error}");
+
+    let newer = dir.path().join("newer.db");
+    drop(SqliteStore::open(&newer, Durability::Full).unwrap());
+    {
+        let conn = rusqlite::Connection::open(&newer).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let error = SqliteStore::open(&newer, Durability::Full).unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Version);
+    assert_eq!(
+        error.message(),
+        "history store schema version 99 is newer than this build supports (1)"
+    );
+
+    let missing_dir = dir.path().join("no/such/dir/history.db");
+    let error = SqliteStore::open(&missing_dir, Durability::Full).unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Database);
+}
+
+// --- SEC-4: a writer killed with SIGKILL at random points -----------------------------------
+//
+// The test binary re-executes itself: `sec4_crash_child_helper` is an ordinary (empty) test
+// unless the parent sets `CHILD_DB`, in which case it becomes the writer. This keeps the crash
+// test inside the one integration binary, with no extra `[[bin]]` to publish.
+
+const CHILD_DB: &str = "ISHIKI_CORE_CRASH_CHILD_DB";
+const CHILD_DURABILITY: &str = "ISHIKI_CORE_CRASH_CHILD_DURABILITY";
+
+/// Batch `k` of the crash test: `1 + k % 4` messages, an attachment, a withdrawal of the
+/// previous batch's first message, and delivery, catalog and meta all naming `k`.
+fn crash_batch(k: u64) -> Batch {
+    let pad = "x".repeat(usize::try_from(k % 7).unwrap_or(0) * 1500);
+    Batch {
+        messages: (0..1 + k % 4)
+            .map(|j| StoredMessage {
+                id: format!("b{k}-m{j}"),
+                json: json!({ "batch": k, "j": j, "pad": pad }),
+            })
+            .collect(),
+        withdrawn: if k > 1 {
+            vec![format!("b{}-m0", k - 1)]
+        } else {
+            Vec::new()
+        },
+        attachments: vec![StoredAttachment {
+            id: format!("b{k}-a"),
+            json: json!({ "batch": k }),
+        }],
+        delivery: Some(json!({ "batch": k })),
+        catalog: Some(json!({ "batch": k })),
+        meta: vec![("last_batch".into(), json!(k))],
+    }
+}
+
+/// What the store holds after batches `1..=last` and nothing else.
+fn crash_state(last: u64) -> StoredState {
+    let mut state = StoredState::default();
+    for k in 1..=last {
+        let batch = crash_batch(k);
+        for m in batch.messages {
+            // Batch k+1 withdraws batch k's first message.
+            let withdrawn = k < last && m.id == format!("b{k}-m0");
+            state.messages.push((m, withdrawn));
+        }
+        state.attachments.extend(batch.attachments);
+        state.delivery = batch.delivery;
+        state.catalog = batch.catalog;
+        state.meta.extend(batch.meta);
+    }
+    state
+}
+
+#[test]
+fn sec4_crash_child_helper() {
+    let Ok(db) = std::env::var(CHILD_DB) else {
+        return; // Not re-executed by the crash test: nothing to do.
+    };
+    let durability = match std::env::var(CHILD_DURABILITY).as_deref() {
+        Ok("full") => Durability::Full,
+        _ => Durability::Normal,
+    };
+    let mut store = SqliteStore::open(Path::new(&db), durability).unwrap();
+    let start = store
+        .load()
+        .unwrap()
+        .meta
+        .get("last_batch")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    // Bounded, so an orphaned child (parent gone) stops by itself.
+    for k in start + 1..start + 10_000 {
+        store.commit(&crash_batch(k)).unwrap();
+        if writeln!(out, "committed {k}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// xorshift64*: enough randomness for kill points without another dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[test]
+fn sec4_killed_writer_leaves_whole_batches() {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    let mut rng = Rng(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("history.db");
+    let exe = std::env::current_exe().unwrap();
+    let mut last_seen = 0;
+
+    for round in 0..20 {
+        let kill_after = 1 + rng.next() % 30;
+        let durability = if round % 2 == 0 { "normal" } else { "full" };
+        let mut child = Command::new(&exe)
+            .args([
+                "--exact",
+                "suite::store::sec4_crash_child_helper",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DB, &db)
+            .env(CHILD_DURABILITY, durability)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut reported = 0;
+        let mut lines_seen = 0;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(k) = line.strip_prefix("committed ") {
+                reported = k.parse::<u64>().unwrap();
+                lines_seen += 1;
+                if lines_seen >= kill_after {
+                    break;
+                }
+            }
+        }
+        // SIGKILL, while the child is somewhere in its next commits.
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        assert!(
+            lines_seen >= kill_after,
+            "seed {seed} round {round}: the writer stopped early ({status})"
+        );
+
+        let store = SqliteStore::open(&db, Durability::Normal)
+            .unwrap_or_else(|e| panic!("seed {seed} round {round}: reopen failed: {e}"));
+        let state = store.load().unwrap();
+        let last = state
+            .meta
+            .get("last_batch")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        assert!(
+            last >= reported,
+            "seed {seed} round {round}: batch {reported} was committed but the store ends at {last}"
+        );
+        assert!(
+            last >= last_seen,
+            "seed {seed} round {round}: history shrank"
+        );
+        // Every batch is whole, in order, with nothing of a later one: exactly 1..=last.
+        assert_eq!(
+            state,
+            crash_state(last),
+            "seed {seed} round {round}: store is not exactly batches 1..={last}"
+        );
+        last_seen = last;
+        drop(store);
+
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(check, "ok", "seed {seed} round {round}");
+    }
+    assert!(last_seen >= 20);
+}
