@@ -1,0 +1,192 @@
+//! `--format pretty`: the transcript as text for a person reading a run.
+//!
+//! The same events as the JSON Lines, in the same order, but laid out to answer "what did the
+//! model see at step 7?": each request lists its tools and every message with its role and
+//! parts; media show as `[image: URL MEDIA_TYPE N bytes]` markers, never as base64.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::transcript::{
+    Attachment, CatalogEntry, Event, Media, Message, Part, RequestEvent, ToolResultEvent,
+};
+
+/// Renders one event, ending with a newline.
+pub fn render_event(event: &Event) -> String {
+    let mut out = String::new();
+    match event {
+        Event::Inbound(e) => {
+            let _ = writeln!(out, "── user message {} ──", e.id);
+            if e.images.is_empty() {
+                out.push_str("  (no images)\n");
+            }
+            for a in &e.images {
+                let _ = writeln!(out, "  {}", attachment(a));
+            }
+        }
+        Event::Request(e) => request(&mut out, e),
+        Event::ModelFailed(e) => {
+            let _ = writeln!(out, "── step {} · model failed ──\n  {}", e.step, e.reason);
+        }
+        Event::ToolResult(e) => tool_result(&mut out, e),
+        Event::Sent(e) => {
+            let _ = writeln!(out, "── step {} · sent by {} ──", e.step, e.call_id);
+            for m in &e.messages {
+                out.push_str("  message:\n");
+                indent(&mut out, "    ", m);
+            }
+            for d in &e.dropped {
+                let _ = writeln!(out, "  dropped {}: {}", d.src, d.reason);
+            }
+        }
+        Event::Error(e) => {
+            let _ = writeln!(out, "── error {} ──", e.code);
+            indent(&mut out, "  ", &e.message);
+        }
+        Event::End(e) => {
+            let _ = writeln!(out, "── end · {} steps ──", e.steps);
+        }
+    }
+    out
+}
+
+/// Renders a whole transcript.
+pub fn render(events: &[Event]) -> String {
+    events.iter().map(render_event).collect()
+}
+
+fn request(out: &mut String, e: &RequestEvent) {
+    let _ = writeln!(out, "── step {} · request ──", e.step);
+    let names: Vec<&str> = e.request.tools.iter().map(|t| t.name.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "tools: {}",
+        if names.is_empty() {
+            "(none)".to_owned()
+        } else {
+            names.join(", ")
+        }
+    );
+    for m in &e.request.messages {
+        message(out, m);
+    }
+}
+
+fn message(out: &mut String, m: &Message) {
+    let _ = writeln!(out, "[{}] {} · {}", m.role.as_str(), m.id, m.created_at);
+    for p in &m.content {
+        match p {
+            Part::Text { text } => indent(out, "  ", text),
+            Part::Image(media) => {
+                let _ = writeln!(out, "  {}", media_marker("image", media));
+            }
+            Part::Audio(media) => {
+                let _ = writeln!(out, "  {}", media_marker("audio", media));
+            }
+            Part::ToolCall { id, name, input } => {
+                let _ = writeln!(out, "  → call {id} {name} {}", compact(input));
+            }
+            Part::ToolResult {
+                call_id,
+                is_error,
+                text,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "  ← result {call_id}{}",
+                    if *is_error { " (error)" } else { "" }
+                );
+                indent(out, "    ", text);
+            }
+            Part::CatalogDelta { added } => {
+                out.push_str("  + tools now in the catalog:\n");
+                for entry in added {
+                    catalog_entry(out, entry);
+                }
+            }
+        }
+    }
+}
+
+fn catalog_entry(out: &mut String, e: &CatalogEntry) {
+    let _ = writeln!(out, "    {} — {}", e.name, e.description);
+    if let Some(sig) = &e.signature {
+        indent(out, "      ", sig);
+    }
+}
+
+fn tool_result(out: &mut String, e: &ToolResultEvent) {
+    let _ = writeln!(
+        out,
+        "── step {} · result of {} ({}){} ──",
+        e.step,
+        e.call_id,
+        e.name,
+        if e.is_error { " · error" } else { "" }
+    );
+    indent(out, "  ", &e.text);
+    for a in &e.attachments {
+        let _ = writeln!(out, "  {}", attachment(a));
+    }
+    if let Some(c) = &e.continuation {
+        let _ = writeln!(out, "  continue: {}", c.url);
+    }
+}
+
+fn media_marker(kind: &str, m: &Media) -> String {
+    format!("[{kind}: {} {} {} bytes]", m.url, m.media_type, m.bytes)
+}
+
+fn attachment(a: &Attachment) -> String {
+    let kind = a.media_type.split('/').next().unwrap_or("file");
+    format!(
+        "[{kind}: {} {} {} bytes, {}]",
+        a.url,
+        a.media_type,
+        a.bytes,
+        a.lifetime.as_str()
+    )
+}
+
+fn compact(v: &Value) -> String {
+    v.to_string()
+}
+
+/// Each line of `text` behind `prefix`; an empty text still shows as one empty line.
+fn indent(out: &mut String, prefix: &str, text: &str) {
+    if text.is_empty() {
+        let _ = writeln!(out, "{prefix}(empty)");
+        return;
+    }
+    for line in text.split('\n') {
+        let _ = writeln!(out, "{prefix}{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::sample_events;
+
+    #[test]
+    fn pretty_transcript_reads_for_a_person() {
+        let text = render(&sample_events());
+        assert!(!text.contains("iVBORw0KGgo="), "base64 leaked:\n{text}");
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn writer_prints_pretty_when_asked() {
+        let mut w = crate::transcript::TranscriptWriter::new(
+            Vec::new(),
+            crate::transcript::Format::Pretty,
+            true,
+        );
+        for e in sample_events() {
+            w.emit(e).expect("vec");
+        }
+        let printed = String::from_utf8(w.into_inner()).expect("utf-8");
+        assert_eq!(printed, render(&sample_events()));
+    }
+}
