@@ -6,7 +6,6 @@
 //! its bytes never change, and concurrent writers of the same bytes leave one intact file.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -30,13 +29,16 @@ pub struct DiskArtifactStore {
     root: PathBuf,
 }
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 impl DiskArtifactStore {
     /// Opens (creating if needed) a store rooted at `root`.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, Error> {
         let root = root.into();
-        std::fs::create_dir_all(&root).map_err(|e| io_error(&root, &e))?;
+        std::fs::create_dir_all(&root).map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot open the artifact store {}: {e}", root.display()),
+            )
+        })?;
         Ok(Self { root })
     }
 
@@ -121,30 +123,20 @@ impl ArtifactStore for DiskArtifactStore {
         let dir = self.root.join(&tool);
         let path = dir.join(&name);
         let url = format!("artifact://{tool}/{name}");
-        if path.exists() {
-            return Ok(url);
-        }
-        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, &e))?;
-        let temp = dir.join(format!(
-            ".tmp-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let write = || -> std::io::Result<()> {
-            use std::io::Write as _;
-            let mut file = std::fs::File::create(&temp)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            match std::fs::hard_link(&temp, &path) {
-                Ok(()) => Ok(()),
-                // Another writer won the race with the same bytes (same hash): keep theirs.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-                Err(e) => Err(e),
-            }
+        let created = if path.exists() {
+            false
+        } else {
+            std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, &e))?;
+            crate::link_new_file(&dir, &path, bytes).map_err(|e| io_error(&path, &e))?
         };
-        let result = write();
-        let _ = std::fs::remove_file(&temp);
-        result.map_err(|e| io_error(&path, &e))?;
+        // An existing file normally holds the same bytes (same hash prefix); a prefix collision
+        // must not hand out a URL whose bytes differ from what the caller stored.
+        if !created && std::fs::read(&path).map_err(|e| io_error(&path, &e))? != bytes {
+            return Err(Error::new(
+                ErrorKind::InvalidData,
+                format!("`{url}` already holds other bytes (hash prefix collision)"),
+            ));
+        }
         Ok(url)
     }
 
@@ -171,7 +163,10 @@ impl FileScheme for DiskArtifactStore {
         let mut bare = url.clone();
         bare.set_query(None);
         bare.set_fragment(None);
-        self.get(bare.as_str())
+        let store = DiskArtifactStore {
+            root: self.root.clone(),
+        };
+        crate::blocking(move || store.get(bare.as_str())).await
     }
 
     fn is_snapshot(&self) -> bool {

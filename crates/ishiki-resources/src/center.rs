@@ -61,12 +61,18 @@ impl ResourceCenter {
     /// included, reaches the handler (RES-1).
     pub async fn read(&self, url: &str) -> Result<ReadResult, Error> {
         let parsed = parse_url(url)?;
-        self.read_url(&parsed).await
+        let handler = self.route(&parsed)?;
+        handler.check_url_text(url)?;
+        handler.read(&parsed).await
     }
 
     /// Like [`ResourceCenter::read`], for an already parsed URL.
     pub async fn read_url(&self, url: &Url) -> Result<ReadResult, Error> {
-        let handler = self.handler(url.scheme()).ok_or_else(|| {
+        self.route(url)?.read(url).await
+    }
+
+    fn route(&self, url: &Url) -> Result<Arc<dyn SchemeHandler>, Error> {
+        self.handler(url.scheme()).ok_or_else(|| {
             Error::new(
                 ErrorKind::UnknownScheme,
                 format!(
@@ -79,8 +85,7 @@ impl ResourceCenter {
                         .join(", ")
                 ),
             )
-        })?;
-        handler.read(url).await
+        })
     }
 }
 
@@ -122,6 +127,10 @@ impl SchemeHandler for FileSchemeHandler {
         let view = FileView::from_url(url)?;
         let bytes = self.inner.load(url).await?;
         view.apply(url, bytes, self.inner.is_snapshot())
+    }
+
+    fn check_url_text(&self, text: &str) -> Result<(), Error> {
+        crate::path_safety::check_url_text(text)
     }
 }
 

@@ -20,6 +20,8 @@ pub enum ErrorKind {
     NotAllowed,
     /// The bytes are not what was expected (e.g. text that is not UTF-8).
     InvalidData,
+    /// The resource is larger than the handler's limit.
+    TooLarge,
     /// The operating system refused or failed an I/O operation.
     Io,
 }

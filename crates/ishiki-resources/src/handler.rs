@@ -15,6 +15,14 @@ pub trait SchemeHandler: Send + Sync + std::fmt::Debug {
 
     /// Reads the resource named by the full URL (query and fragment included).
     async fn read(&self, url: &Url) -> Result<ReadResult, Error>;
+
+    /// Checks the URL text as given, before [`ResourceCenter::read`](crate::ResourceCenter::read)
+    /// hands over the parsed URL: parsing silently normalises some text (it removes dot
+    /// segments and tabs), which a handler may want to refuse instead. Accepts by default.
+    fn check_url_text(&self, text: &str) -> Result<(), Error> {
+        let _ = text;
+        Ok(())
+    }
 }
 
 /// A scheme whose content is a file-like byte string that can be read again (RES-3).
@@ -22,7 +30,9 @@ pub trait SchemeHandler: Send + Sync + std::fmt::Debug {
 /// Implement [`FileScheme::load`]; register with
 /// [`ResourceCenter::register_file_scheme`](crate::ResourceCenter::register_file_scheme) and the
 /// center interprets `?offset=N`, `?lines=A-B` and `?view=numbered` for you, sniffs media, and
-/// returns a [`ReadSource`](crate::ReadSource) with every text read.
+/// returns a [`ReadSource`](crate::ReadSource) with every text read. The center also refuses
+/// URL text with dot segments (`..`, `%2e%2e`) or control characters for every FileScheme,
+/// before parsing could normalise them away.
 #[async_trait]
 pub trait FileScheme: Send + Sync + std::fmt::Debug {
     /// The scheme served, without `:`.

@@ -8,29 +8,175 @@
 //! returns a serializable [`ReadSource`] from which the next page can be read later (RES-3).
 //!
 //! Built in:
-//! - `workspace://` — the sandbox's files, read and write, never outside its root (RES-4);
-//! - `local://` — host files under configured roots, read only (RES-4);
-//! - `artifact://<tool>/<name>` — an immutable, content-addressed snapshot store (RES-5);
-//! - `asset://<UUID v7>` — inbound media with creation time and retention cleanup (RES-6, RES-9).
+//! - [`WorkspaceScheme`], `workspace://` — the sandbox's files, read and write, never outside
+//!   its root (RES-4);
+//! - [`LocalScheme`], `local://` — host files under configured roots, read only (RES-4);
+//! - [`DiskArtifactStore`], `artifact://<tool>/<name>` — an immutable, content-addressed
+//!   snapshot store (RES-5, RES-8);
+//! - [`AssetStore`], `asset://<UUID v7>` — inbound media with creation time and retention
+//!   cleanup (RES-6, RES-9).
 //!
 //! A read returns a [`ReadResult`] in exactly the wire shape of RES-7:
 //! `{ "type": "text", "text", "source"? }` or
 //! `{ "type": "file", "url", "mediaType", "data" /* base64 */, "source"? }`.
 //!
+//! Path safety (SEC-2): `workspace://` and `local://` refuse dot segments in any encoding,
+//! encoded or double-encoded separators, backslashes, NUL and control characters, Unicode
+//! look-alikes of `.` `/` `\` `%`, and symlinks whose target leaves the root or loops, with an
+//! [`ErrorKind::Escape`] error naming the URL.
+//!
 //! This crate knows nothing about models, tools, budgets or lifetimes.
+//!
+//! # Example
+//!
+//! A custom handler registered at run time, next to a FileScheme that gets the built-in
+//! parameters for free:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use async_trait::async_trait;
+//! use ishiki_resources::{Error, FileScheme, ReadResult, ResourceCenter, SchemeHandler};
+//! use url::Url;
+//!
+//! /// Answers with the query it was given: the center passes the full URL through.
+//! #[derive(Debug)]
+//! struct Echo;
+//!
+//! #[async_trait]
+//! impl SchemeHandler for Echo {
+//!     fn scheme(&self) -> &str {
+//!         "echo"
+//!     }
+//!     async fn read(&self, url: &Url) -> Result<ReadResult, Error> {
+//!         let text = url.query().unwrap_or_default().to_owned();
+//!         Ok(ReadResult::Text { text, source: None })
+//!     }
+//! }
+//!
+//! /// A fixed text as a file.
+//! #[derive(Debug)]
+//! struct Poem;
+//!
+//! #[async_trait]
+//! impl FileScheme for Poem {
+//!     fn scheme(&self) -> &str {
+//!         "poem"
+//!     }
+//!     async fn load(&self, _url: &Url) -> Result<Vec<u8>, Error> {
+//!         Ok(b"one\ntwo\nthree\n".to_vec())
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let center = ResourceCenter::new();
+//! center.register(Arc::new(Echo));
+//! center.register_file_scheme(Arc::new(Poem));
+//!
+//! let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+//! runtime.block_on(async {
+//!     let echoed = center.read("echo://x/y?a=1&b=2#frag").await?;
+//!     assert_eq!(echoed, ReadResult::Text { text: "a=1&b=2".into(), source: None });
+//!
+//!     let ReadResult::Text { text, source: Some(source) } =
+//!         center.read("poem:///p?lines=2-3&view=numbered").await?
+//!     else {
+//!         panic!("a FileScheme's text has a source");
+//!     };
+//!     assert_eq!(text, "     2\ttwo\n     3\tthree\n");
+//!     // The next page starts where the caller stopped showing text.
+//!     assert_eq!(
+//!         source.continue_url(7),
+//!         "poem:///p?lines=2-3&view=numbered&offset=7"
+//!     );
+//!     Ok::<_, Error>(())
+//! })?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Crate features
+//!
+//! - `http` (off by default): `HttpScheme`, a handler for `http://` and `https://` with a
+//!   size limit and a timeout (reqwest with rustls).
 
-mod error;
-mod read;
-
-pub use error::{Error, ErrorKind};
-pub use read::{ReadResult, ReadSource};
+mod artifact;
+mod asset;
 mod center;
+mod error;
 mod file_view;
 mod handler;
+#[cfg(feature = "http")]
+mod http;
+mod local;
 mod media;
+mod path_safety;
+mod read;
+mod workspace;
 
-pub use center::{ResourceCenter, parse_url, whole_text_source};
-pub use handler::{FileScheme, SchemeHandler};
-pub use media::{MediaInfo, extension_for, image_dimensions, sniff};
-mod artifact;
 pub use artifact::{ArtifactStore, DiskArtifactStore, artifact_name, artifact_tool_component};
+pub use asset::{AssetMeta, AssetStore, uuid_v7_at};
+pub use center::{ResourceCenter, parse_url, whole_text_source};
+pub use error::{Error, ErrorKind};
+pub use handler::{FileScheme, SchemeHandler};
+#[cfg(feature = "http")]
+pub use http::{HttpOptions, HttpScheme};
+pub use local::LocalScheme;
+pub use media::{MediaInfo, extension_for, image_dimensions, sniff};
+pub use read::{ReadResult, ReadSource};
+pub use workspace::{DEFAULT_MAX_READ_BYTES, WorkspaceScheme};
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Temporary files of interrupted writes start with this, so cleanup can recognise them.
+pub(crate) const TEMP_PREFIX: &str = ".ishiki-tmp-";
+
+/// A file name no other writer in any process uses at the same time.
+pub(crate) fn temp_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{TEMP_PREFIX}{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Writes `bytes` to a temporary file in `dir` and hard-links it to `target`: the file appears
+/// complete or not at all, and an existing `target` is never replaced. `Ok(false)` when
+/// `target` already existed.
+pub(crate) fn link_new_file(dir: &Path, target: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+    use std::io::Write as _;
+    let temp = dir.join(temp_name());
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        match std::fs::hard_link(&temp, target) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    })();
+    let _ = std::fs::remove_file(&temp);
+    result
+}
+
+/// Runs blocking file-system work off the async worker threads when a tokio runtime is there,
+/// inline otherwise.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle.spawn_blocking(work).await.map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("a file-system task failed to finish: {e}"),
+            )
+        })?,
+        Err(_) => work(),
+    }
+}

@@ -37,11 +37,11 @@ fn sniff_type(b: &[u8]) -> &'static str {
         "image/webp"
     } else if b.len() >= 12 && &b[..4] == b"RIFF" && &b[8..12] == b"WAVE" {
         "audio/wav"
-    } else if b.starts_with(b"ID3") || (b.len() >= 2 && b[0] == 0xFF && (b[1] & 0xE0) == 0xE0) {
+    } else if is_id3(b) || (b.len() >= 2 && b[0] == 0xFF && (b[1] & 0xE0) == 0xE0) {
         "audio/mpeg"
-    } else if b.starts_with(b"OggS") {
+    } else if b.len() >= 5 && b.starts_with(b"OggS") && b[4] == 0 {
         "audio/ogg"
-    } else if b.starts_with(b"fLaC") {
+    } else if b.len() >= 5 && b.starts_with(b"fLaC") && b[4] & 0x7F == 0 {
         "audio/flac"
     } else if b.starts_with(b"%PDF-") {
         "application/pdf"
@@ -50,6 +50,12 @@ fn sniff_type(b: &[u8]) -> &'static str {
     } else {
         "application/octet-stream"
     }
+}
+
+/// An ID3v2 tag: `ID3`, a major version 2–4, a revision byte. Checking more than the three
+/// letters keeps a text starting with "ID3" text.
+fn is_id3(b: &[u8]) -> bool {
+    b.len() >= 10 && b.starts_with(b"ID3") && (2..=4).contains(&b[3]) && b[4] != 0xFF
 }
 
 /// Width and height from the image header only: a decompression bomb answers in microseconds.

@@ -71,6 +71,7 @@ impl ReadSource {
 
 mod base64_bytes {
     //! Bytes as a standard base64 string.
+    use base64::DecodeError;
     use base64::Engine as _;
     use base64::engine::general_purpose::STANDARD;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -81,8 +82,17 @@ mod base64_bytes {
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let text = String::deserialize(d)?;
-        STANDARD
-            .decode(text.as_bytes())
-            .map_err(|e| serde::de::Error::custom(format!("data is not valid base64: {e}")))
+        STANDARD.decode(text.as_bytes()).map_err(|e| {
+            // The base64 crate's own messages are capitalised and end with a period.
+            let why = match e {
+                DecodeError::InvalidByte(at, _) => format!("invalid character at offset {at}"),
+                DecodeError::InvalidLength(len) => format!("invalid length {len}"),
+                DecodeError::InvalidLastSymbol(at, _) => {
+                    format!("invalid last character at offset {at}")
+                }
+                DecodeError::InvalidPadding => "invalid padding".to_owned(),
+            };
+            serde::de::Error::custom(format!("data is not valid base64: {why}"))
+        })
     }
 }

@@ -1,0 +1,154 @@
+//! `workspace://` — the sandbox's files, read and write, never outside its root (RES-4, SEC-2).
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use url::Url;
+
+use crate::path_safety::{self, show};
+use crate::{Error, ErrorKind, FileScheme};
+
+/// Reads larger than this are refused unless the limit is changed (64 MiB).
+pub const DEFAULT_MAX_READ_BYTES: u64 = 64 << 20;
+
+/// The sandbox's file system as `workspace:///<absolute sandbox path>`.
+///
+/// The sandbox file system is rooted at a host directory: `workspace:///home/workspace/a.txt`
+/// is `<root>/home/workspace/a.txt`. Dot segments, encoded separators, look-alikes and symlinks
+/// leaving the root are refused with an [`ErrorKind::Escape`] error naming the URL.
+#[derive(Debug, Clone)]
+pub struct WorkspaceScheme {
+    root: PathBuf,
+    max_read_bytes: u64,
+}
+
+impl WorkspaceScheme {
+    /// A workspace whose sandbox root is the host directory `root` (created if missing).
+    pub fn new(root: impl Into<PathBuf>) -> Result<Self, Error> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(|e| root_error(&root, &e))?;
+        // Canonical, so that "inside the root" is a prefix test on resolved paths.
+        let root = std::fs::canonicalize(&root).map_err(|e| root_error(&root, &e))?;
+        Ok(Self {
+            root,
+            max_read_bytes: DEFAULT_MAX_READ_BYTES,
+        })
+    }
+
+    /// The same workspace refusing reads of files larger than `max` bytes.
+    pub fn with_max_read_bytes(mut self, max: u64) -> Self {
+        self.max_read_bytes = max;
+        self
+    }
+
+    /// The canonical host directory that is the sandbox's `/`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The host path of an existing file or directory named by a `workspace://` URL, after all
+    /// path-safety checks (the URL text is checked before parsing).
+    pub fn resolve(&self, url: &str) -> Result<PathBuf, Error> {
+        path_safety::check_url_text(url)?;
+        let parsed = crate::parse_url(url)?;
+        let segments = self.segments(&parsed, url)?;
+        path_safety::resolve_existing(&self.root, &segments, url)
+    }
+
+    /// Writes `bytes` to an absolute sandbox path (`/home/workspace/tasks.txt`) or a
+    /// `workspace://` URL, creating parent directories, and returns the file's URL.
+    ///
+    /// The write is atomic (temporary file, then rename). Symlinked parents or targets are
+    /// followed only while they stay inside the root.
+    pub fn write(&self, path_or_url: &str, bytes: &[u8]) -> Result<String, Error> {
+        let is_url = path_or_url
+            .get(..10)
+            .is_some_and(|p| p.eq_ignore_ascii_case("workspace:"));
+        let segments = if path_or_url.starts_with('/') {
+            path_safety::path_segments(path_or_url)?
+        } else if !is_url {
+            return Err(Error::new(
+                ErrorKind::InvalidUrl,
+                format!(
+                    "`{}` is not an absolute sandbox path (like /home/workspace/notes.txt) or a workspace:// URL",
+                    show(path_or_url)
+                ),
+            ));
+        } else {
+            path_safety::check_url_text(path_or_url)?;
+            let parsed = crate::parse_url(path_or_url)?;
+            if parsed.query().is_some() || parsed.fragment().is_some() {
+                return Err(Error::new(
+                    ErrorKind::InvalidParameter,
+                    format!(
+                        "`{}`: a URL to write takes no query or fragment",
+                        show(path_or_url)
+                    ),
+                ));
+            }
+            self.segments(&parsed, path_or_url)?
+        };
+        let url = workspace_url(&segments)?;
+        let target = path_safety::resolve_for_write(&self.root, &segments, &url)?;
+        path_safety::write_atomically(&target, bytes, &url)?;
+        Ok(url)
+    }
+
+    fn segments(&self, url: &Url, shown: &str) -> Result<Vec<String>, Error> {
+        if url.scheme() != "workspace"
+            || url.cannot_be_a_base()
+            || url.host_str().is_some_and(|h| !h.is_empty())
+            || !url.username().is_empty()
+            || url.password().is_some()
+            || url.port().is_some()
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidUrl,
+                format!(
+                    "`{}` is not a workspace URL: use workspace:///<absolute sandbox path>",
+                    show(shown)
+                ),
+            ));
+        }
+        path_safety::url_segments(url, shown)
+    }
+}
+
+fn root_error(root: &Path, e: &std::io::Error) -> Error {
+    Error::new(
+        ErrorKind::Io,
+        format!("cannot open the workspace root {}: {e}", root.display()),
+    )
+}
+
+/// `workspace:///` plus the segments, percent-encoded where a URL needs it.
+fn workspace_url(segments: &[String]) -> Result<String, Error> {
+    let mut url = crate::parse_url("workspace:///")?;
+    {
+        let mut path = url.path_segments_mut().map_err(|()| {
+            // `workspace:///` has a hierarchical path, so this is unreachable.
+            Error::new(ErrorKind::InvalidUrl, "workspace:/// has no path")
+        })?;
+        path.clear().extend(segments);
+    }
+    Ok(url.into())
+}
+
+#[async_trait]
+impl FileScheme for WorkspaceScheme {
+    fn scheme(&self) -> &str {
+        "workspace"
+    }
+
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+        let shown = url.as_str().to_owned();
+        let segments = self.segments(url, &shown)?;
+        let root = self.root.clone();
+        let max = self.max_read_bytes;
+        crate::blocking(move || {
+            let path = path_safety::resolve_existing(&root, &segments, &shown)?;
+            path_safety::read_regular_file(&path, &shown, max)
+        })
+        .await
+    }
+}

@@ -1,0 +1,126 @@
+//! The artifact store (RES-5): content-addressed, write-once, safe with concurrent writers,
+//! readable after reopening.
+
+use std::sync::Arc;
+
+use ishiki_resources::{
+    ArtifactStore, DiskArtifactStore, ErrorKind, ReadResult, ResourceCenter, artifact_name,
+    artifact_tool_component,
+};
+
+#[test]
+fn res5_same_bytes_get_the_same_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DiskArtifactStore::open(dir.path()).unwrap();
+    let a = store.put("codemode", b"hello", "txt").unwrap();
+    let b = store.put("codemode", b"hello", "txt").unwrap();
+    assert_eq!(a, b);
+    assert_eq!(
+        a,
+        format!("artifact://codemode/{}", artifact_name(b"hello", "txt"))
+    );
+    assert_eq!(a, "artifact://codemode/2cf24dba5fb0a30e.txt");
+    assert_ne!(store.put("codemode", b"hello!", "txt").unwrap(), a);
+    assert_eq!(
+        store
+            .put("windows-mcp/Screenshot", b"hello", "txt")
+            .unwrap(),
+        "artifact://windows-mcp-Screenshot/2cf24dba5fb0a30e.txt"
+    );
+    assert_eq!(artifact_tool_component(".."), "tool");
+    assert_eq!(artifact_tool_component(""), "tool");
+    assert_eq!(artifact_name(b"", ".p/n g"), "e3b0c44298fc1c14.png");
+}
+
+#[test]
+fn res5_concurrent_writers_of_the_same_bytes_leave_one_intact_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskArtifactStore::open(dir.path()).unwrap());
+    let bytes: Arc<Vec<u8>> = Arc::new((0..1_000_000u32).map(|i| (i % 251) as u8).collect());
+    let threads: Vec<_> = (0..16)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            let bytes = Arc::clone(&bytes);
+            std::thread::spawn(move || store.put("tool", &bytes, "bin").unwrap())
+        })
+        .collect();
+    let urls: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(urls.iter().all(|u| *u == urls[0]), "{urls:?}");
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("tool"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        vec![artifact_name(&bytes, "bin")],
+        "no temporary files left"
+    );
+    assert_eq!(store.get(&urls[0]).unwrap(), *bytes);
+}
+
+#[test]
+fn res5_an_artifacts_bytes_never_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DiskArtifactStore::open(dir.path()).unwrap();
+    let url = store.put("t", b"first", "txt").unwrap();
+    // A forged file under another content's name: putting that content must not hand out a
+    // URL whose bytes differ from what was stored.
+    let forged_name = artifact_name(b"second", "txt");
+    std::fs::write(dir.path().join("t").join(&forged_name), b"not second").unwrap();
+    let err = store.put("t", b"second", "txt").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData);
+    assert_eq!(
+        std::fs::read(dir.path().join("t").join(&forged_name)).unwrap(),
+        b"not second"
+    );
+    for _ in 0..3 {
+        assert_eq!(store.put("t", b"first", "txt").unwrap(), url);
+        assert_eq!(store.get(&url).unwrap(), b"first");
+    }
+}
+
+#[tokio::test]
+async fn res5_everything_is_readable_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = {
+        let mut out = std::io::Cursor::new(Vec::new());
+        image::RgbImage::new(3, 2)
+            .write_to(&mut out, image::ImageFormat::Png)
+            .unwrap();
+        out.into_inner()
+    };
+    let (text_url, png_url) = {
+        let store = DiskArtifactStore::open(dir.path()).unwrap();
+        (
+            store.put("codemode", b"kept", "txt").unwrap(),
+            store.put("codemode", &png, "png").unwrap(),
+        )
+    };
+    let store = Arc::new(DiskArtifactStore::open(dir.path()).unwrap());
+    assert_eq!(store.get(&text_url).unwrap(), b"kept");
+    let center = ResourceCenter::new();
+    center.register_file_scheme(store);
+    let ReadResult::Text {
+        text,
+        source: Some(source),
+    } = center.read(&text_url).await.unwrap()
+    else {
+        panic!("text artifact reads as text with a source");
+    };
+    assert_eq!(text, "kept");
+    assert!(source.snapshot);
+    assert_eq!(
+        center.read(&format!("{png_url}#f")).await.unwrap(),
+        ReadResult::File {
+            url: png_url.clone(),
+            media_type: "image/png".into(),
+            data: png,
+            source: None,
+        }
+    );
+    let missing = center
+        .read("artifact://codemode/0000000000000000.txt")
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+}

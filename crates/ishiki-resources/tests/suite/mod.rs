@@ -1,0 +1,12 @@
+//! Integration tests, one module per area; each test names the requirement it checks.
+
+mod artifact;
+mod asset;
+mod center;
+mod common;
+mod errors;
+mod escape;
+#[cfg(feature = "http")]
+mod http;
+mod media;
+mod wire;
