@@ -1,0 +1,92 @@
+//! Attachment configuration (PRO-2), media lifetimes and the effective image capability (PRO-8).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, ErrorKind};
+
+/// How many requests an attachment's bytes may appear in (PRJ-4..PRJ-7).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Lifetime {
+    /// Embedded until one request carrying it is answered and persisted (the default everywhere).
+    #[default]
+    Once,
+    /// Kept among the most recent images; old viewed ones are pruned in batches (PRJ-5).
+    Recent,
+    /// Selected in every request while its source is in the active context (PRJ-6).
+    Retain,
+}
+
+/// The profile's `attachment` section (PRO-2). Serde uses the profile's camelCase keys; missing
+/// keys take their defaults. Unknown keys are left to the caller's own assembly checks (PRO-7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AttachmentConfig {
+    /// The profile's upper bound on the main model's image input (`imageInput`, default true).
+    pub image_input: bool,
+    /// Whether platform-message images enter the main context by themselves
+    /// (`messageImageInput`, default true). Tool media is unaffected (PRJ-2).
+    pub message_image_input: bool,
+    /// The vision side-model or group (`visionModel`, default none). Projection only uses its
+    /// presence, to tell the model it can ask about an image it cannot see (VIS-1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vision_model: Option<String>,
+    /// Target number of active `recent` images (`recentImageCount`, default 3).
+    pub recent_image_count: usize,
+    /// How many viewed `recent` images are removed at once (`imagePruneBatchSize`, default 2).
+    pub image_prune_batch_size: usize,
+    /// Per-image byte limit (`maxImageBytes`, default 5 MiB).
+    pub max_image_bytes: u64,
+    /// Byte limit for all images of one request (`maxTotalImageBytes`, default 10 MiB).
+    pub max_total_image_bytes: u64,
+    /// Image count limit for one request (`maxImageCount`, default 4).
+    pub max_image_count: usize,
+    /// Pixel limit for each side of an image (`maxImageDimension`, default 1568).
+    pub max_image_dimension: u32,
+}
+
+impl Default for AttachmentConfig {
+    fn default() -> Self {
+        Self {
+            image_input: true,
+            message_image_input: true,
+            vision_model: None,
+            recent_image_count: 3,
+            image_prune_batch_size: 2,
+            max_image_bytes: 5_242_880,
+            max_total_image_bytes: 10_485_760,
+            max_image_count: 4,
+            max_image_dimension: 1568,
+        }
+    }
+}
+
+impl AttachmentConfig {
+    /// Checks the ranges that would make projection useless: a zero batch size, or a zero image
+    /// limit (every image would wait or be refused for ever). [`project`](crate::project) itself
+    /// never fails on such values — it treats a zero batch as 1 — so this is for assembly (PRO-7).
+    pub fn validate(&self) -> Result<(), Error> {
+        let checks: [(&str, bool); 5] = [
+            ("imagePruneBatchSize", self.image_prune_batch_size == 0),
+            ("maxImageBytes", self.max_image_bytes == 0),
+            ("maxTotalImageBytes", self.max_total_image_bytes == 0),
+            ("maxImageCount", self.max_image_count == 0),
+            ("maxImageDimension", self.max_image_dimension == 0),
+        ];
+        match checks.iter().find(|(_, bad)| *bad) {
+            Some((key, _)) => Err(Error::new(
+                ErrorKind::InvalidConfig,
+                format!("attachment.{key} must be at least 1"),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The effective image capability (PRO-8): the profile allows image input and the main model
+/// declares `image` input.
+pub fn effective_image_input(config: &AttachmentConfig, model_accepts_images: bool) -> bool {
+    config.image_input && model_accepts_images
+}

@@ -1,0 +1,505 @@
+//! The projection: which attachment bytes and reasons one request carries (PRJ-3..PRJ-12), and
+//! the delivery-state change to apply once its response is persisted.
+//!
+//! The order of the rules is the order of the code: source and state checks, capability,
+//! verdict and per-image limits, batched pruning of `recent` (PRJ-5), then budget selection
+//! (PRJ-8), then the messages, one per source.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{AttachmentConfig, Lifetime};
+use crate::record::{AttachmentRecord, MediaKind, SourceLink, Verdict};
+use crate::state::{DeliveryState, Mark, PendingChange};
+use crate::wording::{self, Reason, Shortfall};
+
+/// Everything one projection reads. The caller gathers it; projection does no I/O.
+pub struct ProjectionInput<'a> {
+    /// The history's attachment records, in history order.
+    pub records: &'a [AttachmentRecord],
+    /// Whether a source record is still in the active context: not withdrawn, not removed
+    /// (PRJ-7, PRJ-11). Ask it before any context engine folds tool results.
+    pub active: &'a dyn Fn(&SourceLink) -> bool,
+    /// The resolver's verdict for a record in this request. Called at most once per record and
+    /// only for records still in play whose kind the model accepts.
+    pub verdict: &'a dyn Fn(&AttachmentRecord) -> Verdict,
+    /// The persisted delivery state.
+    pub state: &'a DeliveryState,
+    /// The profile's `attachment` section.
+    pub config: &'a AttachmentConfig,
+    /// The effective image capability (PRO-8, see [`effective_image_input`]); when false only
+    /// reasons are shown and every image behaves as `once` (PRJ-12).
+    ///
+    /// [`effective_image_input`]: crate::effective_image_input
+    pub image_input: bool,
+    /// Whether the main model accepts audio; otherwise audio gets a terminal reason.
+    pub audio_input: bool,
+}
+
+impl fmt::Debug for ProjectionInput<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProjectionInput")
+            .field("records", &self.records.len())
+            .field("state", &self.state.len())
+            .field("config", self.config)
+            .field("image_input", &self.image_input)
+            .field("audio_input", &self.audio_input)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of one projection.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Projection {
+    /// Attachment messages, in the history order of their sources; place each right after
+    /// its source.
+    pub messages: Vec<AttachmentMessage>,
+    /// What to commit if, and only if, this request's response is persisted.
+    pub pending: PendingChange,
+}
+
+/// One user message carrying a source's attachments (PRJ-3). It exists only when the source has
+/// something to deliver: bytes, or a reason why they are not provided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachmentMessage {
+    /// Stable id derived from the source ([`SourceLink::message_id`]).
+    pub id: String,
+    /// The source this message follows.
+    pub after: SourceLink,
+    /// Stable timestamp: `created_at` of the source's earliest record.
+    pub created_at: String,
+    /// For each record in arrival order: a label line and the media, or one reason line.
+    pub content: Vec<AttachmentContent>,
+}
+
+/// One part of an attachment message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttachmentContent {
+    /// Text the model reads (wording in one module, `wording.rs`).
+    Text(String),
+    /// Bytes to embed; the caller reads them from `url`.
+    Media {
+        /// The record whose bytes these are.
+        record_id: String,
+        /// Where the bytes are.
+        url: String,
+        /// Their media type.
+        media_type: String,
+        /// Their size.
+        bytes: u64,
+    },
+}
+
+/// What happens to a record in this request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    /// May be embedded, subject to pruning and the budget.
+    Candidate,
+    /// Embedded in this request.
+    Embed,
+    /// Not provided; the reason is shown.
+    Reason(Reason),
+    /// A viewed `retain` image the budget leaves out this time; it may come back (PRJ-8).
+    Silent,
+    /// A viewed `recent` image pruned or left out under the hard budget: released for good.
+    Released,
+}
+
+/// A record still in play in this request.
+#[derive(Debug)]
+struct Item<'r> {
+    /// Position in `records` (history order), the tie-breaker after `seq`.
+    idx: usize,
+    record: &'r AttachmentRecord,
+    kind: MediaKind,
+    /// The lifetime in force: always `once` for images when image input is off (PRJ-12).
+    lifetime: Lifetime,
+    viewed: bool,
+    outcome: Outcome,
+}
+
+impl Item<'_> {
+    fn arrival(&self) -> (u64, usize) {
+        (self.record.seq, self.idx)
+    }
+}
+
+/// Projects the attachments of one request. Pure: the same input gives the same output
+/// (PRJ-14), and nothing changes until the caller commits [`Projection::pending`].
+pub fn project(input: &ProjectionInput<'_>) -> Projection {
+    let mut items = live_items(input);
+    prune_recent(&mut items, MediaKind::Image, input.config);
+    prune_recent(&mut items, MediaKind::Audio, input.config);
+    select_images(&mut items, input.config);
+    for item in &mut items {
+        // Audio has no budget of its own: everything that survived pruning is embedded.
+        if item.outcome == Outcome::Candidate {
+            item.outcome = Outcome::Embed;
+        }
+    }
+    assemble(input, &items)
+}
+
+/// Source and state checks, capability, verdict and per-image limits (PRJ-9..PRJ-12).
+fn live_items<'r>(input: &ProjectionInput<'r>) -> Vec<Item<'r>> {
+    let mut items = Vec::new();
+    let mut states = input.state.cursor();
+    for (idx, record) in input.records.iter().enumerate() {
+        // Most records of a long history are finished; the state decides that with the fewest
+        // memory touches, so it goes first.
+        let st = states.get(record.seq, &record.id);
+        if st.released || st.reason_delivered || st.consumed {
+            continue;
+        }
+        let kind = MediaKind::of(&record.media_type);
+        let lifetime = if kind == MediaKind::Image && !input.image_input {
+            Lifetime::Once
+        } else {
+            record.lifetime
+        };
+        if lifetime == Lifetime::Once && st.viewed {
+            continue;
+        }
+        // PRJ-2: with messageImageInput off, platform images stay out of the main context.
+        if kind == MediaKind::Image
+            && !input.config.message_image_input
+            && matches!(record.source, SourceLink::Message { .. })
+        {
+            continue;
+        }
+        // PRJ-7, PRJ-11: a source that left the active context ends its attachments, whatever
+        // the persisted state says.
+        if !(input.active)(&record.source) {
+            continue;
+        }
+        let outcome = classify(record, kind, input);
+        items.push(Item {
+            idx,
+            record,
+            kind,
+            lifetime,
+            viewed: st.viewed,
+            outcome,
+        });
+    }
+    items
+}
+
+fn classify(record: &AttachmentRecord, kind: MediaKind, input: &ProjectionInput<'_>) -> Outcome {
+    match kind {
+        MediaKind::Image if !input.image_input => return Outcome::Reason(Reason::ImageInputOff),
+        MediaKind::Audio if !input.audio_input => return Outcome::Reason(Reason::AudioInputOff),
+        MediaKind::Other => return Outcome::Reason(Reason::UnsupportedType),
+        MediaKind::Image | MediaKind::Audio => {}
+    }
+    let unavailable = match (input.verdict)(record) {
+        Verdict::Available => None,
+        Verdict::Unavailable { reason } => Some(reason),
+        Verdict::Unsupported { reason } => return Outcome::Reason(Reason::Unsupported(reason)),
+        Verdict::NotDownloaded { reason } => {
+            return Outcome::Reason(Reason::NotDownloaded(reason));
+        }
+    };
+    // A limit the image can never meet is terminal even while the bytes are unreadable:
+    // retrying would only repeat a wait that cannot end.
+    if kind == MediaKind::Image
+        && let Some(reason) = over_limit(record, input.config)
+    {
+        return Outcome::Reason(reason);
+    }
+    match unavailable {
+        Some(reason) => Outcome::Reason(Reason::Unavailable(reason)),
+        None => Outcome::Candidate,
+    }
+}
+
+/// The per-image limits of PRJ-9, checked on the record itself.
+fn over_limit(record: &AttachmentRecord, config: &AttachmentConfig) -> Option<Reason> {
+    if record.bytes > config.max_image_bytes {
+        return Some(Reason::OverImageBytes);
+    }
+    if record.bytes > config.max_total_image_bytes {
+        return Some(Reason::OverTotalBytes);
+    }
+    match record.dimensions {
+        Some((width, height))
+            if width > config.max_image_dimension || height > config.max_image_dimension =>
+        {
+            Some(Reason::OverDimension { width, height })
+        }
+        _ => None,
+    }
+}
+
+/// PRJ-5: count the active `recent` items of `kind` (viewed and unviewed, readable now or not);
+/// once the excess over `recentImageCount` reaches a batch, release the oldest viewed ones, whole
+/// batches at a time, so the prefix stays unchanged between removals. Unviewed items are never
+/// pruned, so fewer may go than the batches ask for.
+fn prune_recent(items: &mut [Item<'_>], kind: MediaKind, config: &AttachmentConfig) {
+    let mut pool: Vec<usize> = (0..items.len())
+        .filter(|&i| {
+            let it = &items[i];
+            it.kind == kind
+                && it.lifetime == Lifetime::Recent
+                && match &it.outcome {
+                    Outcome::Candidate => true,
+                    Outcome::Reason(r) => !r.is_terminal(),
+                    Outcome::Embed | Outcome::Silent | Outcome::Released => false,
+                }
+        })
+        .collect();
+    let batch = config.image_prune_batch_size.max(1);
+    let excess = pool.len().saturating_sub(config.recent_image_count);
+    if excess < batch {
+        return;
+    }
+    let mut to_remove = excess / batch * batch;
+    pool.sort_by_key(|&i| items[i].arrival());
+    for i in pool {
+        if to_remove == 0 {
+            break;
+        }
+        if items[i].viewed {
+            items[i].outcome = Outcome::Released;
+            to_remove -= 1;
+        }
+    }
+}
+
+/// PRJ-8: fill the request's image budget in the Decision order — unviewed in arrival order,
+/// viewed `retain` in arrival order, viewed `recent` newest first. An image that does not fit
+/// what is left is skipped, and later ones may still fit.
+fn select_images(items: &mut [Item<'_>], config: &AttachmentConfig) {
+    let candidates = |pred: &dyn Fn(&Item<'_>) -> bool| -> Vec<usize> {
+        let mut v: Vec<usize> = (0..items.len())
+            .filter(|&i| {
+                let it = &items[i];
+                it.kind == MediaKind::Image && it.outcome == Outcome::Candidate && pred(it)
+            })
+            .collect();
+        v.sort_by_key(|&i| items[i].arrival());
+        v
+    };
+    let unviewed = candidates(&|it| !it.viewed);
+    let retain = candidates(&|it| it.viewed && it.lifetime == Lifetime::Retain);
+    let mut recent = candidates(&|it| it.viewed && it.lifetime == Lifetime::Recent);
+    recent.reverse();
+
+    let mut count_left = config.max_image_count;
+    let mut bytes_left = config.max_total_image_bytes;
+    for i in unviewed.into_iter().chain(retain).chain(recent) {
+        let item = &mut items[i];
+        let bytes = item.record.bytes;
+        if count_left > 0 && bytes <= bytes_left {
+            item.outcome = Outcome::Embed;
+            count_left -= 1;
+            bytes_left -= bytes;
+            continue;
+        }
+        item.outcome = if !item.viewed {
+            let shortfall = if count_left == 0 {
+                Shortfall::Count
+            } else {
+                Shortfall::Bytes { left: bytes_left }
+            };
+            Outcome::Reason(Reason::NoCapacity(shortfall))
+        } else if item.lifetime == Lifetime::Retain {
+            Outcome::Silent
+        } else {
+            Outcome::Released
+        };
+    }
+}
+
+/// One message per source with content, in the history order of sources; the pending change.
+fn assemble(input: &ProjectionInput<'_>, items: &[Item<'_>]) -> Projection {
+    let mut pending = PendingChange::default();
+    // Per message slot: its source and its content. Items are visited in arrival order, so
+    // each message's content comes out in arrival order too.
+    let mut slots: Vec<(&SourceLink, Vec<AttachmentContent>)> = Vec::new();
+    let mut by_source: HashMap<&SourceLink, usize> = HashMap::new();
+    let mut ordered: Vec<&Item<'_>> = items.iter().collect();
+    ordered.sort_by_key(|it| it.arrival());
+
+    for item in ordered {
+        let record = item.record;
+        match &item.outcome {
+            Outcome::Embed => {
+                pending.viewed.push(mark(record));
+                if item.lifetime == Lifetime::Once {
+                    pending.consumed.push(mark(record));
+                }
+            }
+            Outcome::Reason(reason) => {
+                if reason.is_terminal() {
+                    pending.reason_delivered.push(mark(record));
+                }
+            }
+            Outcome::Released => {
+                pending.released.push(mark(record));
+                continue;
+            }
+            Outcome::Silent | Outcome::Candidate => continue,
+        }
+        let slot = *by_source.entry(&record.source).or_insert_with(|| {
+            slots.push((&record.source, Vec::new()));
+            slots.len() - 1
+        });
+        let content = &mut slots[slot].1;
+        match &item.outcome {
+            Outcome::Reason(reason) => content.push(AttachmentContent::Text(wording::reason_text(
+                reason,
+                &record.url,
+                &record.media_type,
+                record.bytes,
+                input.config,
+            ))),
+            _ => {
+                content.push(AttachmentContent::Text(wording::label(&record.url)));
+                content.push(AttachmentContent::Media {
+                    record_id: record.id.clone(),
+                    url: record.url.clone(),
+                    media_type: record.media_type.clone(),
+                    bytes: record.bytes,
+                });
+            }
+        }
+    }
+
+    let heads = source_heads(input.records, &by_source);
+    let mut messages: Vec<(usize, AttachmentMessage)> = slots
+        .into_iter()
+        .zip(heads)
+        .map(|((source, content), (first_idx, created_at))| {
+            let message = AttachmentMessage {
+                id: source.message_id(),
+                after: source.clone(),
+                created_at: created_at.to_owned(),
+                content,
+            };
+            (first_idx, message)
+        })
+        .collect();
+    messages.sort_by_key(|(first_idx, _)| *first_idx);
+    Projection {
+        messages: messages.into_iter().map(|(_, m)| m).collect(),
+        pending,
+    }
+}
+
+fn mark(record: &AttachmentRecord) -> Mark {
+    Mark {
+        id: record.id.clone(),
+        seq: record.seq,
+    }
+}
+
+/// For each message slot: the history position of its source's first record and the
+/// `created_at` of its earliest-arriving record — both independent of what is delivered now,
+/// so ids, order and timestamps stay put while records come and go (PRJ-14).
+fn source_heads<'r>(
+    records: &'r [AttachmentRecord],
+    by_source: &HashMap<&SourceLink, usize>,
+) -> Vec<(usize, &'r str)> {
+    if by_source.is_empty() {
+        return Vec::new();
+    }
+    let mut heads: Vec<Option<Head<'r>>> = vec![None; by_source.len()];
+    let filter = Bloom::new(by_source.keys().copied());
+    let mut prev: Option<(&SourceLink, Option<usize>)> = None;
+    for (idx, record) in records.iter().enumerate() {
+        // Records of one source are usually adjacent: one lookup per run. Most runs belong to
+        // sources without a message, which the filter rules out without the map's slower hash.
+        let slot = match prev {
+            Some((source, slot)) if *source == record.source => slot,
+            _ => {
+                let slot = if filter.may_contain(&record.source) {
+                    by_source.get(&record.source).copied()
+                } else {
+                    None
+                };
+                prev = Some((&record.source, slot));
+                slot
+            }
+        };
+        let Some(slot) = slot else { continue };
+        let arrival = (record.seq, idx);
+        match &mut heads[slot] {
+            Some(head) => {
+                if arrival < head.earliest {
+                    head.earliest = arrival;
+                    head.created_at = &record.created_at;
+                }
+            }
+            empty => {
+                *empty = Some(Head {
+                    first: idx,
+                    earliest: arrival,
+                    created_at: &record.created_at,
+                });
+            }
+        }
+    }
+    heads
+        .into_iter()
+        // Every slot came from a record of `records`, so each is filled; the fallback is unused.
+        .map(|h| h.map_or((usize::MAX, ""), |h| (h.first, h.created_at)))
+        .collect()
+}
+
+/// What [`source_heads`] tracks per message slot while it scans.
+#[derive(Debug, Clone, Copy)]
+struct Head<'r> {
+    /// History position of the source's first record.
+    first: usize,
+    /// `(seq, position)` of its earliest-arriving record.
+    earliest: (u64, usize),
+    /// That record's `created_at`.
+    created_at: &'r str,
+}
+
+/// A one-hash Bloom filter over sources: no false negatives, about 3 % false positives, which
+/// then pay for the real lookup. The map keeps std's DoS-resistant hasher; this cheap hash only
+/// decides whether to ask it.
+#[derive(Debug)]
+struct Bloom {
+    bits: Vec<u64>,
+    mask: u64,
+}
+
+impl Bloom {
+    fn new<'s>(keys: impl ExactSizeIterator<Item = &'s SourceLink>) -> Self {
+        let nbits = (keys.len().max(2) * 32).next_power_of_two();
+        let mut bloom = Bloom {
+            bits: vec![0; nbits / 64],
+            mask: nbits as u64 - 1,
+        };
+        for key in keys {
+            let bit = bloom.bit(key);
+            bloom.bits[(bit / 64) as usize] |= 1 << (bit % 64);
+        }
+        bloom
+    }
+
+    fn may_contain(&self, key: &SourceLink) -> bool {
+        let bit = self.bit(key);
+        self.bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0
+    }
+
+    /// FNV-1a over the variant and the id, folded so the high bits count too.
+    fn bit(&self, key: &SourceLink) -> u64 {
+        let (tag, id) = match key {
+            SourceLink::ToolResult { call_id } => (1u8, call_id),
+            SourceLink::Message { message_id } => (2u8, message_id),
+        };
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in std::iter::once(&tag).chain(id.as_bytes()) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        (h ^ (h >> 29) ^ (h >> 47)) & self.mask
+    }
+}

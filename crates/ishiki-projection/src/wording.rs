@@ -1,0 +1,220 @@
+//! Every text the model reads in an attachment message, in one place so it can be reviewed.
+//!
+//! Each line starts with the `[attachment: URL]` marker the model already knows from tool
+//! results (OUT-3), says what was not provided and why (which limit, with its value), and what
+//! the model can do instead.
+
+use crate::config::AttachmentConfig;
+
+/// Why a record's bytes are not in this request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// Terminal: effective image input is off (PRJ-9, PRJ-12).
+    ImageInputOff,
+    /// Terminal: the model does not accept audio.
+    AudioInputOff,
+    /// Terminal: neither an image nor audio.
+    UnsupportedType,
+    /// Terminal: the resolver found the type or encoding unsupported (PRJ-9).
+    Unsupported(String),
+    /// Terminal: inbound media was never stored (RES-9).
+    NotDownloaded(String),
+    /// Terminal: the image alone is over `maxImageBytes`.
+    OverImageBytes,
+    /// Terminal: the image alone is over `maxTotalImageBytes`.
+    OverTotalBytes,
+    /// Terminal: a side is over `maxImageDimension`.
+    OverDimension { width: u32, height: u32 },
+    /// Non-terminal: not readable now (PRJ-10).
+    Unavailable(String),
+    /// Non-terminal: the request's image budget is taken (PRJ-8, PRJ-10).
+    NoCapacity(Shortfall),
+}
+
+/// Which part of the request budget ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shortfall {
+    /// All `maxImageCount` slots are taken.
+    Count,
+    /// Fewer bytes than the image needs are left of `maxTotalImageBytes`.
+    Bytes { left: u64 },
+}
+
+impl Reason {
+    /// Terminal reasons are stated once and then the record is done (PRJ-9).
+    pub(crate) fn is_terminal(&self) -> bool {
+        !matches!(self, Reason::Unavailable(_) | Reason::NoCapacity(_))
+    }
+}
+
+/// The label line that precedes embedded bytes.
+pub(crate) fn label(url: &str) -> String {
+    format!("[attachment: {url}]")
+}
+
+/// The line that replaces bytes that are not provided.
+pub(crate) fn reason_text(
+    reason: &Reason,
+    url: &str,
+    media_type: &str,
+    bytes: u64,
+    config: &AttachmentConfig,
+) -> String {
+    let head = label(url);
+    let vision = config.vision_model.is_some();
+    match reason {
+        Reason::ImageInputOff => {
+            let ask = if vision {
+                format!(
+                    " To ask the vision model about it, read `{}`.",
+                    question_url(url)
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "{head} visual content not provided: image input is off for this model. \
+                 Read the URL for a description and metadata.{ask}"
+            )
+        }
+        Reason::AudioInputOff => {
+            format!(
+                "{head} audio not provided: this model does not accept audio input ({media_type})."
+            )
+        }
+        Reason::UnsupportedType => format!(
+            "{head} not provided: this model does not accept {media_type} attachments. \
+             Tools can still read the URL."
+        ),
+        Reason::Unsupported(why) => {
+            format!("{head} not provided: {media_type} cannot be used ({why}).")
+        }
+        Reason::NotDownloaded(why) => {
+            format!("{head} not provided: the media was not downloaded ({why}).")
+        }
+        Reason::OverImageBytes => {
+            let (size, limit) = sizes(bytes, config.max_image_bytes);
+            format!(
+                "{head} image not provided: its size {size} is over maxImageBytes ({limit}); \
+                 images are never resized.{}",
+                instead(url, vision)
+            )
+        }
+        Reason::OverTotalBytes => {
+            let (size, limit) = sizes(bytes, config.max_total_image_bytes);
+            format!(
+                "{head} image not provided: its size {size} is over maxTotalImageBytes ({limit}), \
+                 the limit for all images of one request; images are never resized.{}",
+                instead(url, vision)
+            )
+        }
+        Reason::OverDimension { width, height } => format!(
+            "{head} image not provided: its {width}x{height} pixels are over maxImageDimension \
+             ({} px per side); images are never resized.{}",
+            config.max_image_dimension,
+            instead(url, vision)
+        ),
+        Reason::Unavailable(why) => format!(
+            "{head} not provided in this request: it could not be read ({why}). \
+             It will be tried again in the next request."
+        ),
+        Reason::NoCapacity(Shortfall::Count) => format!(
+            "{head} image not provided in this request: its image slots (maxImageCount {}) are all \
+             taken. It will follow in a later request.",
+            config.max_image_count
+        ),
+        Reason::NoCapacity(Shortfall::Bytes { left }) => {
+            let (size, left) = sizes(bytes, *left);
+            format!(
+                "{head} image not provided in this request: it needs {size} and only {left} of \
+                 maxTotalImageBytes ({}) is left. It will follow in a later request.",
+                human(config.max_total_image_bytes)
+            )
+        }
+    }
+}
+
+/// What the model can do about an image it will never see embedded.
+fn instead(url: &str, vision: bool) -> String {
+    if vision {
+        format!(
+            " To ask the vision model about it, read `{}`.",
+            question_url(url)
+        )
+    } else {
+        " Tools can still read the URL.".to_owned()
+    }
+}
+
+/// The URL with a `question` parameter added, as `read` expects it (VIS-1).
+fn question_url(url: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}question=<your question>")
+}
+
+/// Two sizes in human units; exact bytes when rounding would make them look equal.
+fn sizes(a: u64, b: u64) -> (String, String) {
+    let (ha, hb) = (human(a), human(b));
+    if ha == hb && a != b {
+        (format!("{a} bytes"), format!("{b} bytes"))
+    } else {
+        (ha, hb)
+    }
+}
+
+/// A size in bytes, KiB or MiB with at most one decimal.
+pub(crate) fn human(bytes: u64) -> String {
+    const KIB: u128 = 1024;
+    const MIB: u128 = 1024 * 1024;
+    let b = u128::from(bytes);
+    let (unit, name) = if b < KIB {
+        return format!("{bytes} bytes");
+    } else if b < MIB {
+        (KIB, "KiB")
+    } else {
+        (MIB, "MiB")
+    };
+    // Integer rounding to tenths, so the text is identical on every platform.
+    let tenths = (b * 10 + unit / 2) / unit;
+    if tenths % 10 == 0 {
+        format!("{} {name}", tenths / 10)
+    } else {
+        format!("{}.{} {name}", tenths / 10, tenths % 10)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_sizes_round_to_tenths() {
+        assert_eq!(human(0), "0 bytes");
+        assert_eq!(human(1023), "1023 bytes");
+        assert_eq!(human(1024), "1 KiB");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(5_242_880), "5 MiB");
+        assert_eq!(human(6_400_000), "6.1 MiB");
+        assert_eq!(human(u64::MAX), "17592186044416 MiB");
+    }
+
+    #[test]
+    fn sizes_fall_back_to_bytes_when_rounding_hides_the_difference() {
+        assert_eq!(
+            sizes(5_242_881, 5_242_880),
+            ("5242881 bytes".to_owned(), "5242880 bytes".to_owned())
+        );
+    }
+
+    #[test]
+    fn question_url_respects_an_existing_query() {
+        assert_eq!(
+            question_url("asset://a"),
+            "asset://a?question=<your question>"
+        );
+        assert_eq!(
+            question_url("asset://a?x=1"),
+            "asset://a?x=1&question=<your question>"
+        );
+    }
+}
