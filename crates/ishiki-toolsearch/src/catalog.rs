@@ -1,0 +1,306 @@
+//! The pool and the catalog with step boundaries (TS-1, TS-2, TS-3, TS-5).
+//!
+//! A tool is in one of three places: the *pool* (deferred, not yet found), *pending* (found by a
+//! search, or added while steps are running; joins at the next step boundary) or *available*
+//! (in the native tool list). The available list only ever grows at its end, so the request
+//! prefix a provider caches stays valid from one step to the next.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::def::{Hit, ToolDef};
+use crate::index::ToolIndex;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Pooled,
+    Pending,
+    Available,
+}
+
+/// The tool catalog of one conversation: resident tools, the deferred pool, discoveries and the
+/// step boundaries that decide when a discovery becomes callable.
+///
+/// Call [`Catalog::begin_step`] once per model request; its [`StepCatalog`] is that request's
+/// native tool list and the delta to announce.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    enabled: bool,
+    tools: Vec<ToolDef>,
+    status: Vec<Status>,
+    by_name: HashMap<String, usize>,
+    /// Available tools, in the order they joined.
+    order: Vec<usize>,
+    /// Tools that join at the next step, in the order they were found or added.
+    pending: Vec<usize>,
+    /// Names a restored state listed but no added tool has yet; they join when added.
+    awaiting: Vec<String>,
+    step: u64,
+    index: ToolIndex,
+    index_stale: bool,
+}
+
+/// One model request's view of the catalog.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepCatalog {
+    /// The step number, from 1.
+    pub step: u64,
+    /// The native tool list for this request: the previous step's list with `delta` appended.
+    pub tools: Vec<ToolDef>,
+    /// Tools that joined at this step (empty on the first step for the resident tools, which
+    /// the conversation starts with).
+    pub delta: Vec<ToolDef>,
+}
+
+/// What a history store keeps of a catalog: enough to rebuild the same tool list after a
+/// restart, given the same tools are added again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CatalogState {
+    /// Steps begun so far.
+    pub step: u64,
+    /// Names of the available tools, in the order they joined (resident tools included).
+    pub available: Vec<String>,
+    /// Names that join at the next step (found by a search, or not registered at the moment).
+    pub pending: Vec<String>,
+}
+
+impl Catalog {
+    /// An empty catalog. With `toolsearch_enabled` false there is no pool: every tool added is
+    /// treated as resident, and [`Catalog::search`] only finds tools, never changes the list.
+    pub fn new(toolsearch_enabled: bool) -> Self {
+        Self {
+            enabled: toolsearch_enabled,
+            tools: Vec::new(),
+            status: Vec::new(),
+            by_name: HashMap::new(),
+            order: Vec::new(),
+            pending: Vec::new(),
+            awaiting: Vec::new(),
+            step: 0,
+            index: ToolIndex::default(),
+            index_stale: false,
+        }
+    }
+
+    /// Whether toolsearch (the pool) is on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Steps begun so far.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Adds a tool at any time (TS-5). A resident tool added before the first step is available
+    /// from the first step; one added later joins at the next step, announced in that step's
+    /// delta. A deferred tool enters the pool.
+    ///
+    /// Adding a name that exists replaces its definition in place: an available tool stays where
+    /// it is, and a pooled tool that became resident joins at the next step.
+    pub fn add(&mut self, def: ToolDef) {
+        let resident = def.resident || !self.enabled;
+        if let Some(&i) = self.by_name.get(&def.name) {
+            let searchable_changed = self.searchable(&self.tools[i]) != self.searchable(&def);
+            let text_changed = self.tools[i].description != def.description
+                || self.tools[i].input_schema != def.input_schema
+                || self.tools[i].origin != def.origin;
+            if searchable_changed || text_changed {
+                self.index_stale = true;
+            }
+            self.tools[i] = def;
+            if resident && self.status[i] == Status::Pooled {
+                self.join(i);
+            }
+            return;
+        }
+        let i = self.tools.len();
+        self.by_name.insert(def.name.clone(), i);
+        if self.searchable(&def) && !self.index_stale {
+            self.index.insert(&def);
+        }
+        let restored = match self.awaiting.iter().position(|n| *n == def.name) {
+            Some(pos) => {
+                self.awaiting.remove(pos);
+                true
+            }
+            None => false,
+        };
+        self.tools.push(def);
+        self.status.push(Status::Pooled);
+        if restored {
+            // It was in the list (or about to be) before a restart: announce it like a find.
+            self.pend(i);
+        } else if resident {
+            self.join(i);
+        }
+    }
+
+    /// Makes tool `i` join at the next step.
+    fn pend(&mut self, i: usize) {
+        self.status[i] = Status::Pending;
+        self.pending.push(i);
+    }
+
+    /// Makes tool `i` available now (before the first step) or at the next step.
+    fn join(&mut self, i: usize) {
+        if self.step == 0 {
+            self.status[i] = Status::Available;
+            self.order.push(i);
+        } else {
+            self.pend(i);
+        }
+    }
+
+    fn searchable(&self, def: &ToolDef) -> bool {
+        !self.enabled || !def.resident
+    }
+
+    /// Searches the deferred tools — those still in the pool and those already found, so the
+    /// model can look one up again — and returns at most `k` hits (see [`ToolIndex::search`]).
+    /// Resident tools are not searched: they are always in the list. Hits still in the pool
+    /// become pending: they join the catalog at the next step, not this one (TS-2).
+    pub fn search(&mut self, query: &str, k: usize) -> Vec<Hit> {
+        if self.index_stale {
+            let searchable: Vec<ToolDef> = self
+                .tools
+                .iter()
+                .filter(|d| self.searchable(d))
+                .cloned()
+                .collect();
+            self.index = ToolIndex::build(&searchable);
+            self.index_stale = false;
+        }
+        let hits = self.index.search(query, k);
+        for hit in &hits {
+            if let Some(&i) = self.by_name.get(&hit.name)
+                && self.status[i] == Status::Pooled
+            {
+                self.pend(i);
+            }
+        }
+        hits
+    }
+
+    /// Starts a model request: pending tools join the end of the list, and the returned
+    /// [`StepCatalog`] holds the list and what joined.
+    pub fn begin_step(&mut self) -> StepCatalog {
+        let before = self.order.len();
+        for i in std::mem::take(&mut self.pending) {
+            self.status[i] = Status::Available;
+            self.order.push(i);
+        }
+        self.step += 1;
+        StepCatalog {
+            step: self.step,
+            tools: self.order.iter().map(|&i| self.tools[i].clone()).collect(),
+            delta: self.order[before..]
+                .iter()
+                .map(|&i| self.tools[i].clone())
+                .collect(),
+        }
+    }
+
+    /// The tools of the current step's list (TS-3): resident tools first, in add order, then
+    /// the rest in the order they joined.
+    pub fn available(&self) -> Vec<&ToolDef> {
+        self.order.iter().map(|&i| &self.tools[i]).collect()
+    }
+
+    /// Whether `name` is in the current step's list.
+    pub fn is_available(&self, name: &str) -> bool {
+        self.by_name
+            .get(name)
+            .is_some_and(|&i| self.status[i] == Status::Available)
+    }
+
+    /// The definition of any added tool, available or not.
+    pub fn get(&self, name: &str) -> Option<&ToolDef> {
+        self.by_name.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// What to persist so that [`Catalog::restore`] rebuilds this list.
+    pub fn state(&self) -> CatalogState {
+        let names = |list: &[usize]| -> Vec<String> {
+            list.iter().map(|&i| self.tools[i].name.clone()).collect()
+        };
+        let mut pending = names(&self.pending);
+        pending.extend(self.awaiting.iter().cloned());
+        CatalogState {
+            step: self.step,
+            available: names(&self.order),
+            pending,
+        }
+    }
+
+    /// Rebuilds the list from a persisted state, after the tools have been added again.
+    ///
+    /// Tools listed as available are available again, in their old order, with no delta.
+    /// Resident tools the state does not list (new since) and listed tools that are not added
+    /// yet join at the next step when they arrive, so the list still only grows at its end.
+    pub fn restore(&mut self, state: &CatalogState) {
+        self.status.fill(Status::Pooled);
+        self.order.clear();
+        self.pending.clear();
+        self.awaiting.clear();
+        self.step = state.step;
+        for name in &state.available {
+            match self.by_name.get(name) {
+                Some(&i) if self.status[i] == Status::Pooled => {
+                    self.status[i] = Status::Available;
+                    self.order.push(i);
+                }
+                Some(_) => {}
+                None => self.await_name(name),
+            }
+        }
+        for name in &state.pending {
+            match self.by_name.get(name) {
+                Some(&i) if self.status[i] == Status::Pooled => self.pend(i),
+                Some(_) => {}
+                None => self.await_name(name),
+            }
+        }
+        for i in 0..self.tools.len() {
+            let resident = self.tools[i].resident || !self.enabled;
+            if resident && self.status[i] == Status::Pooled {
+                self.join(i);
+            }
+        }
+    }
+
+    fn await_name(&mut self, name: &str) {
+        if !self.awaiting.iter().any(|n| n == name) {
+            self.awaiting.push(name.to_owned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deferred(name: &str) -> ToolDef {
+        ToolDef::new(name, format!("the {name} tool"), json!({"type": "object"}))
+    }
+
+    #[test]
+    fn replacing_a_definition_keeps_its_place() {
+        let mut catalog = Catalog::new(true);
+        catalog.add(ToolDef {
+            resident: true,
+            ..deferred("a")
+        });
+        catalog.add(deferred("b"));
+        catalog.search("select:b", 5);
+        catalog.begin_step();
+        catalog.add(ToolDef::new("b", "better", json!({"type": "object"})));
+        let step = catalog.begin_step();
+        assert!(step.delta.is_empty());
+        assert_eq!(step.tools[1].description, "better");
+        assert_eq!(catalog.search("better", 5)[0].name, "b");
+    }
+}

@@ -1,0 +1,498 @@
+//! The BM25F index over tool definitions (TS-6).
+//!
+//! Every tool is one document with four fields: its name, its description (and origin), its
+//! parameter names and its parameter descriptions (with enum values). Postings hold the
+//! per-field term counts; scores are computed at query time from the running field-length
+//! sums, so tools can be appended to a built index without re-scoring the others.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use serde_json::Value;
+
+use crate::def::{Hit, ToolDef, short_description};
+use crate::text::{Kind, query_groups, terms};
+
+const FIELDS: usize = 4;
+const NAME: usize = 0;
+const DESCRIPTION: usize = 1;
+const PARAM_NAME: usize = 2;
+const PARAM_DESCRIPTION: usize = 3;
+
+/// Field weights: a word in the name says most about a tool; parameter names come next (what
+/// a tool takes is what it is about); long parameter descriptions say least.
+const WEIGHTS: [f64; FIELDS] = [3.0, 1.0, 1.5, 0.5];
+/// Length normalization per field (BM25 `b`): names are short and similar in length, so their
+/// length matters less.
+const B: [f64; FIELDS] = [0.5, 0.75, 0.5, 0.75];
+const K1: f64 = 1.2;
+
+/// How deep parameter walking goes below the top-level properties.
+const PARAM_LEVELS: usize = 2;
+/// A bound on schema nodes visited per tool, so a pathological schema cannot stall indexing.
+const PARAM_NODE_BUDGET: usize = 400;
+
+/// A multiply-rotate hash (the one rustc uses) for the term dictionary: several times faster
+/// than SipHash on short words, which dominates indexing. Flooding protection buys nothing
+/// here: the keys are words of tool definitions the host chose to load.
+#[derive(Debug, Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(SEED);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(SEED);
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FastHash = BuildHasherDefault<FxHasher>;
+
+/// The default number of hits a search returns.
+pub const DEFAULT_K: usize = 5;
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    tf: [u16; FIELDS],
+}
+
+#[derive(Debug, Clone)]
+struct Doc {
+    name: String,
+    short: String,
+    len: [u32; FIELDS],
+}
+
+/// A BM25F index over tool definitions: build it once, append to it, search it.
+///
+/// Ranking: an exact name (the whole query, or each name after `select:`) comes first; then
+/// documents by descending score, ties broken by name so results are deterministic.
+#[derive(Debug, Clone, Default)]
+pub struct ToolIndex {
+    terms: HashMap<String, u32, FastHash>,
+    postings: Vec<Vec<Posting>>,
+    docs: Vec<Doc>,
+    len_sum: [u64; FIELDS],
+    by_name: HashMap<String, u32, FastHash>,
+    by_lower_name: HashMap<String, u32, FastHash>,
+    /// Reused while indexing one tool: (term, field) of every word.
+    scratch: Vec<(u32, usize)>,
+}
+
+impl ToolIndex {
+    /// An index over `defs`, in order.
+    pub fn build(defs: &[ToolDef]) -> Self {
+        let mut index = Self::default();
+        for def in defs {
+            index.insert(def);
+        }
+        index
+    }
+
+    /// Number of indexed tools.
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    /// Whether no tool is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Appends one tool. A second tool with an existing name is indexed too, and the exact-name
+    /// lookup then finds the newer one; callers that replace tools rebuild instead.
+    pub fn insert(&mut self, def: &ToolDef) {
+        let doc = self.docs.len() as u32;
+        let mut found = std::mem::take(&mut self.scratch);
+        found.clear();
+        {
+            let mut add = |field: usize, term: &str| {
+                let id = match self.terms.get(term) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.postings.len() as u32;
+                        self.terms.insert(term.to_owned(), id);
+                        self.postings.push(Vec::new());
+                        id
+                    }
+                };
+                found.push((id, field));
+            };
+            terms(&def.name, Kind::Identifier, true, |t| add(NAME, t));
+            terms(&def.description, Kind::Prose, false, |t| {
+                add(DESCRIPTION, t)
+            });
+            if let Some(origin) = &def.origin {
+                terms(origin, Kind::Prose, false, |t| add(DESCRIPTION, t));
+            }
+            let mut budget = PARAM_NODE_BUDGET;
+            walk_params(
+                &def.input_schema,
+                &def.input_schema,
+                0,
+                &mut budget,
+                &mut |field, text| match field {
+                    ParamText::Name => terms(text, Kind::Identifier, false, |t| add(PARAM_NAME, t)),
+                    ParamText::Description => {
+                        terms(text, Kind::Prose, false, |t| add(PARAM_DESCRIPTION, t))
+                    }
+                },
+            );
+        }
+        let mut len = [0u32; FIELDS];
+        for &(_, field) in &found {
+            len[field] += 1;
+        }
+        found.sort_unstable();
+        let mut i = 0;
+        while i < found.len() {
+            let term = found[i].0;
+            let mut tf = [0u16; FIELDS];
+            while i < found.len() && found[i].0 == term {
+                let slot = &mut tf[found[i].1];
+                *slot = slot.saturating_add(1);
+                i += 1;
+            }
+            self.postings[term as usize].push(Posting { doc, tf });
+        }
+        for (sum, l) in self.len_sum.iter_mut().zip(len) {
+            *sum += u64::from(l);
+        }
+        self.scratch = found;
+        self.by_name.insert(def.name.clone(), doc);
+        self.by_lower_name
+            .entry(def.name.to_lowercase())
+            .or_insert(doc);
+        self.docs.push(Doc {
+            name: def.name.clone(),
+            short: short_description(&def.description),
+            len,
+        });
+    }
+
+    /// At most `k` hits for `query`, best first.
+    ///
+    /// `select:NAME` (or `select:a,b`) returns exactly the named tools that exist, in the order
+    /// given, each with score 0; `k` does not cut an explicit selection. Otherwise a query that
+    /// equals a tool's name (exactly, else ignoring case) puts that tool first, followed by the
+    /// best-scoring others.
+    pub fn search(&self, query: &str, k: usize) -> Vec<Hit> {
+        let query = query.trim();
+        if let Some(names) = strip_prefix_ignore_case(query, "select:") {
+            let mut hits: Vec<Hit> = Vec::new();
+            for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                if let Some(doc) = self.lookup(name)
+                    && !hits.iter().any(|h| h.name == self.docs[doc as usize].name)
+                {
+                    hits.push(self.hit(doc, 0.0));
+                }
+            }
+            return hits;
+        }
+        if k == 0 || self.docs.is_empty() {
+            return Vec::new();
+        }
+        let exact = self.lookup(query);
+        let (scores, mut ranked) = self.score(query);
+        let order = |a: &u32, b: &u32| {
+            scores[*b as usize]
+                .total_cmp(&scores[*a as usize])
+                .then_with(|| {
+                    self.docs[*a as usize]
+                        .name
+                        .cmp(&self.docs[*b as usize].name)
+                })
+                .then(a.cmp(b))
+        };
+        if let Some(exact) = exact {
+            ranked.retain(|&d| d != exact);
+        }
+        let want = k - usize::from(exact.is_some());
+        if ranked.len() > want && want > 0 {
+            ranked.select_nth_unstable_by(want - 1, order);
+        }
+        ranked.truncate(want);
+        ranked.sort_unstable_by(order);
+        let mut hits = Vec::with_capacity(k);
+        if let Some(exact) = exact {
+            hits.push(self.hit(exact, scores[exact as usize]));
+        }
+        hits.extend(ranked.iter().map(|&d| self.hit(d, scores[d as usize])));
+        hits
+    }
+
+    fn lookup(&self, name: &str) -> Option<u32> {
+        self.by_name
+            .get(name)
+            .or_else(|| self.by_lower_name.get(&name.to_lowercase()))
+            .copied()
+    }
+
+    fn hit(&self, doc: u32, score: f64) -> Hit {
+        let doc = &self.docs[doc as usize];
+        Hit {
+            name: doc.name.clone(),
+            description: doc.short.clone(),
+            score,
+        }
+    }
+
+    /// BM25F scores of every document (dense, zero when untouched) and the touched documents.
+    /// Each query group contributes its best-scoring member per document.
+    fn score(&self, query: &str) -> (Vec<f64>, Vec<u32>) {
+        let n = self.docs.len();
+        let mut scores = vec![0.0f64; n];
+        let mut touched: Vec<u32> = Vec::new();
+        let mut best = vec![0.0f64; n];
+        let mut group_touched: Vec<u32> = Vec::new();
+        let n_f = n as f64;
+        let mut inv_avg = [0.0f64; FIELDS];
+        for (inv, sum) in inv_avg.iter_mut().zip(self.len_sum) {
+            *inv = if sum == 0 { 0.0 } else { n_f / sum as f64 };
+        }
+        for group in query_groups(query) {
+            for (term, weight) in &group {
+                let Some(&id) = self.terms.get(term) else {
+                    continue;
+                };
+                let postings = &self.postings[id as usize];
+                let df = postings.len() as f64;
+                let idf = (1.0 + (n_f - df + 0.5) / (df + 0.5)).ln() * weight;
+                for p in postings {
+                    let doc = &self.docs[p.doc as usize];
+                    let mut tf = 0.0;
+                    for f in 0..FIELDS {
+                        if p.tf[f] != 0 {
+                            let norm = 1.0 - B[f] + B[f] * f64::from(doc.len[f]) * inv_avg[f];
+                            tf += WEIGHTS[f] * f64::from(p.tf[f]) / norm;
+                        }
+                    }
+                    let s = idf * tf * (K1 + 1.0) / (tf + K1);
+                    let slot = &mut best[p.doc as usize];
+                    if *slot == 0.0 {
+                        group_touched.push(p.doc);
+                    }
+                    if s > *slot {
+                        *slot = s;
+                    }
+                }
+            }
+            for d in group_touched.drain(..) {
+                let slot = &mut scores[d as usize];
+                if *slot == 0.0 {
+                    touched.push(d);
+                }
+                *slot += best[d as usize];
+                best[d as usize] = 0.0;
+            }
+        }
+        (scores, touched)
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+enum ParamText {
+    Name,
+    Description,
+}
+
+/// Visits parameter names, descriptions and string enum values of an input schema: the
+/// top-level properties and up to [`PARAM_LEVELS`] levels below them, through arrays, local
+/// `$ref`s and `allOf`/`anyOf`/`oneOf`.
+fn walk_params(
+    schema: &Value,
+    root: &Value,
+    level: usize,
+    budget: &mut usize,
+    emit: &mut dyn FnMut(ParamText, &str),
+) {
+    if *budget == 0 {
+        return;
+    }
+    *budget -= 1;
+    let Some(obj) = schema.as_object() else {
+        return;
+    };
+    if let Some(target) = obj
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| resolve_ref(root, r))
+    {
+        walk_params(target, root, level, budget, emit);
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for variant in obj.get(key).and_then(Value::as_array).into_iter().flatten() {
+            walk_params(variant, root, level, budget, emit);
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        walk_params(items, root, level, budget, emit);
+    }
+    let Some(props) = obj.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (name, prop) in props {
+        emit(ParamText::Name, name);
+        if let Some(p) = prop.as_object() {
+            if let Some(d) = p.get("description").and_then(Value::as_str) {
+                emit(ParamText::Description, d);
+            }
+            for v in p
+                .get("enum")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(s) = v.as_str() {
+                    emit(ParamText::Description, s);
+                }
+            }
+        }
+        if level < PARAM_LEVELS {
+            walk_params(prop, root, level + 1, budget, emit);
+        }
+    }
+}
+
+/// Resolves a local JSON pointer reference (`#`, `#/$defs/X`, `#/definitions/X`, any
+/// `#/a/b`), `None` for anything else.
+pub(crate) fn resolve_ref<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    let pointer = reference.strip_prefix('#')?;
+    if pointer.is_empty() {
+        return Some(root);
+    }
+    if !pointer.starts_with('/') {
+        return None;
+    }
+    let mut node = root;
+    for raw in pointer[1..].split('/') {
+        let token = percent_decode(raw).replace("~1", "/").replace("~0", "~");
+        node = match node {
+            Value::Object(map) => map.get(&token)?,
+            Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+/// Decodes `%XX` escapes in a URI fragment; malformed escapes stay as they are.
+fn percent_decode(text: &str) -> String {
+    if !text.contains('%') {
+        return text.to_owned();
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, description: &str, schema: Value) -> ToolDef {
+        ToolDef::new(name, description, schema)
+    }
+
+    fn names(hits: &[Hit]) -> Vec<&str> {
+        hits.iter().map(|h| h.name.as_str()).collect()
+    }
+
+    fn sample() -> ToolIndex {
+        ToolIndex::build(&[
+            tool(
+                "write_file",
+                "Write text to a file",
+                json!({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}}}),
+            ),
+            tool(
+                "read_file",
+                "Read a file",
+                json!({"type":"object","properties":{"path":{"type":"string"}}}),
+            ),
+            tool("file", "A tool literally named file", json!({})),
+            tool(
+                "send_email",
+                "Send an email message",
+                json!({"type":"object","properties":{"to":{"type":"string","description":"Recipient address"}}}),
+            ),
+        ])
+    }
+
+    #[test]
+    fn ts6_exact_name_ranks_first() {
+        let index = sample();
+        assert_eq!(names(&index.search("file", 5))[0], "file");
+        assert_eq!(names(&index.search("write_file", 5))[0], "write_file");
+        assert_eq!(names(&index.search("WRITE_FILE", 5))[0], "write_file");
+    }
+
+    #[test]
+    fn ts6_select_returns_named_tools_in_order() {
+        let index = sample();
+        let hits = index.search("select:send_email, read_file,missing,send_email", 1);
+        assert_eq!(names(&hits), ["send_email", "read_file"]);
+    }
+
+    #[test]
+    fn ts6_at_most_k_hits() {
+        let index = sample();
+        assert_eq!(index.search("file", 2).len(), 2);
+        assert!(index.search("file", 0).is_empty());
+        assert!(index.search("zebra", 5).is_empty());
+    }
+
+    #[test]
+    fn parameters_are_searchable() {
+        let index = sample();
+        assert_eq!(names(&index.search("recipient", 5)), ["send_email"]);
+    }
+
+    #[test]
+    fn refs_resolve_through_pointers() {
+        let root = json!({"$defs": {"a/b": {"x": 1}}, "list": [10, 20]});
+        assert_eq!(resolve_ref(&root, "#/$defs/a~1b"), Some(&json!({"x": 1})));
+        assert_eq!(resolve_ref(&root, "#/list/1"), Some(&json!(20)));
+        assert_eq!(resolve_ref(&root, "#/%24defs/a~1b"), Some(&json!({"x": 1})));
+        assert_eq!(resolve_ref(&root, "other.json#/x"), None);
+        assert_eq!(resolve_ref(&root, "#"), Some(&root));
+    }
+}

@@ -1,0 +1,68 @@
+//! `ishiki-toolsearch`: the deferred tool pool, search ranking, catalog deltas and TypeScript
+//! signatures of the Ishiki tool-call pipeline (SPEC §3).
+//!
+//! An agent with many tools should not send all their definitions with every request. With
+//! toolsearch on, only *resident* tools start in the [`Catalog`]; the others wait in a pool
+//! (TS-1) until a search returns them. A hit joins the native tool list from the *next* step
+//! (TS-2), appended at the end, so the request prefix a provider caches stays valid (TS-3);
+//! each step's [`StepCatalog::delta`] says what joined, and [`delta_text`] announces it to the
+//! model. Tools can be added at any time, MCP tools included (TS-5).
+//!
+//! [`ToolIndex`] ranks tools with BM25F over their name (split on `_`, `-`, `.` and camelCase),
+//! description and parameter names and descriptions; an exact name, or `select:NAME`, ranks
+//! first, and ties break by name (TS-6). [`signature`] renders a tool as a TypeScript
+//! declaration, `tools.<name>(input: In): Promise<Out>`, for programs that codemode runs (TS-4).
+//!
+//! This crate knows nothing about how tools execute.
+//!
+//! # Example
+//!
+//! ```
+//! use ishiki_toolsearch::{Catalog, ToolDef, delta_text};
+//! use serde_json::json;
+//!
+//! let mut catalog = Catalog::new(true);
+//! catalog.add(ToolDef { resident: true, ..ToolDef::new("search", "Find tools", json!({})) });
+//! catalog.add(ToolDef::new(
+//!     "write_file",
+//!     "Write a file into the workspace.",
+//!     json!({
+//!         "type": "object",
+//!         "properties": {
+//!             "path": { "type": "string", "description": "Absolute path" },
+//!             "content": { "type": "string" }
+//!         },
+//!         "required": ["path", "content"]
+//!     }),
+//! ));
+//!
+//! // Step 1: only the resident tool is in the list; the model searches.
+//! let step1 = catalog.begin_step();
+//! assert_eq!(step1.tools.len(), 1);
+//! let hits = catalog.search("save text to a file", 5);
+//! assert_eq!(hits[0].name, "write_file");
+//!
+//! // Step 2: the hit has joined, at the end, and is announced.
+//! let step2 = catalog.begin_step();
+//! assert_eq!(step2.tools[1].name, "write_file");
+//! assert_eq!(step2.delta.len(), 1);
+//! let text = delta_text(&step2.delta, true);
+//! assert!(text.contains("tools.write_file(input: {"));
+//! assert!(text.contains("/** Absolute path */"));
+//! ```
+
+mod catalog;
+mod def;
+mod delta;
+mod error;
+mod index;
+mod signature;
+mod text;
+mod thesaurus;
+
+pub use catalog::{Catalog, CatalogState, StepCatalog};
+pub use def::{Hit, SHORT_DESCRIPTION_CHARS, ToolDef, parse_definitions, short_description};
+pub use delta::{DeltaEntry, delta_entries, delta_text};
+pub use error::{Error, ErrorKind};
+pub use index::{DEFAULT_K, ToolIndex};
+pub use signature::{signature, signatures};
