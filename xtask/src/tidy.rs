@@ -53,7 +53,10 @@ mod tests {
                 missing.push(file.display().to_string());
             }
         }
-        assert!(missing.is_empty(), "modules without a `//!` doc: {missing:#?}");
+        assert!(
+            missing.is_empty(),
+            "modules without a `//!` doc: {missing:#?}"
+        );
     }
 
     #[test]
@@ -67,6 +70,9 @@ mod tests {
                 offenders.push(file.display().to_string());
             }
         }
-        assert!(offenders.is_empty(), "ignored or should_panic tests: {offenders:#?}");
+        assert!(
+            offenders.is_empty(),
+            "ignored or should_panic tests: {offenders:#?}"
+        );
     }
 }

@@ -39,8 +39,10 @@
 //! ```
 
 pub mod clock;
+pub mod fixture_tools;
 pub mod fixtures;
 pub mod interpolate;
 pub mod pretty;
+pub mod runner;
 pub mod scenario;
 pub mod transcript;

@@ -84,3 +84,21 @@ pub fn extension_for(media_type: &str) -> &'static str {
         _ => "bin",
     }
 }
+
+/// Decodes an image fully, under limits, to tell a broken one from a good one (a valid header
+/// with garbage behind it has dimensions but cannot be shown). Images larger than
+/// `max_dimension` on a side are refused before any pixel is decoded.
+pub fn check_image(bytes: &[u8], max_dimension: u32) -> Result<(u32, u32), String> {
+    let mut reader = image::ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| format!("the image cannot be read: {e}"))?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(max_dimension);
+    limits.max_image_height = Some(max_dimension);
+    limits.max_alloc = Some(512 * 1024 * 1024);
+    reader.limits(limits);
+    let decoded = reader
+        .decode()
+        .map_err(|e| format!("the image is broken and cannot be decoded: {e}"))?;
+    Ok((decoded.width(), decoded.height()))
+}

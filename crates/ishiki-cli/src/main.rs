@@ -1,0 +1,79 @@
+//! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use ishiki_cli::runner::{self, RunOptions};
+use ishiki_cli::transcript::Format;
+use ishiki_core::WorkerSpawn;
+
+/// Ishiki: the tool-call pipeline of an LLM agent.
+#[derive(Debug, Parser)]
+#[command(name = "ishiki", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Scripted conversations against the real pipeline.
+    #[command(subcommand)]
+    Scenario(ScenarioCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ScenarioCommand {
+    /// Replays a scenario (SCENARIO.md v1) with its scripted model and prints the transcript as
+    /// JSON Lines: what the model received at each step, each tool result, each sent message.
+    Run {
+        /// The scenario file (YAML).
+        file: PathBuf,
+        /// Keep history, delivery state, artifacts and assets in this directory (it survives
+        /// across runs and `restart` steps); default: a fresh temporary directory.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        /// Omit the base64 `data` of embedded media.
+        #[arg(long)]
+        no_data: bool,
+        /// `json`: the JSON Lines contract; `pretty`: the same run as readable text.
+        #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+        format: OutputFormat,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum OutputFormat {
+    Json,
+    Pretty,
+}
+
+fn main() -> ExitCode {
+    // A codemode worker is this same binary started in worker mode: serve the program, exit.
+    ishiki_core::run_if_worker();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Scenario(ScenarioCommand::Run {
+            file,
+            state,
+            no_data,
+            format,
+        }) => {
+            let options = RunOptions {
+                file,
+                state,
+                no_data,
+                format: match format {
+                    OutputFormat::Json => Format::Json,
+                    OutputFormat::Pretty => Format::Pretty,
+                },
+                worker: WorkerSpawn::CurrentExe,
+            };
+            let stdout = std::io::stdout();
+            let stderr = std::io::stderr();
+            let exit = runner::run(&options, &mut stdout.lock(), &mut stderr.lock());
+            ExitCode::from(exit as u8)
+        }
+    }
+}

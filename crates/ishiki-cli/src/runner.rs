@@ -1,0 +1,422 @@
+//! `ishiki scenario run`: replays a scenario against the real runtime with a scripted model and
+//! prints the transcript (SCENARIO.md). Everything below the scripted model is real.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ishiki_core::{
+    Clock, ManualClock, ModelResponse, ModelsDoc, Profile, Runtime, ToolCall, ToolDef, WorkerSpawn,
+    WorkspaceScheme, assemble,
+};
+use serde_json::Value;
+
+use crate::fixture_tools::{
+    DeclaredTool, ExampleScheme, RecordingPlatform, ScriptedVision, fixture_tool,
+};
+use crate::interpolate::{CallInput, continuation_input};
+use crate::scenario::{Scenario, Step, ToolSpec, VisionAnswer};
+use crate::transcript::{
+    Attachment, Continuation, Dropped, End, ErrorEvent, Event, Format, Inbound, Lifetime,
+    ModelFailed, RequestEvent, Sent, ToolResultEvent, TranscriptWriter,
+};
+
+/// Options of one run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The scenario file.
+    pub file: PathBuf,
+    /// Where state lives; a fresh temporary directory when `None`.
+    pub state: Option<PathBuf>,
+    /// Omit base64 `data` of media parts.
+    pub no_data: bool,
+    /// JSON Lines (the contract) or readable text.
+    pub format: Format,
+    /// How codemode workers start (the binary re-executes itself).
+    pub worker: WorkerSpawn,
+}
+
+/// How a run ended, as a process exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The scenario ran to its end (tool errors are results, not failures).
+    Ok = 0,
+    /// The runtime itself failed (e.g. the state directory is unusable).
+    Failed = 1,
+    /// The scenario file is malformed, or assembly failed.
+    Invalid = 2,
+}
+
+/// The fake clock's start: 2026-01-01T00:00:00Z.
+pub const START: Duration = Duration::from_secs(1_767_225_600);
+
+/// Runs a scenario, writing the transcript to `out` and diagnostics to `err`.
+pub fn run(options: &RunOptions, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    let scenario = match crate::scenario::load(&options.file) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "ishiki: {e}");
+            return Exit::Invalid;
+        }
+    };
+    let temp;
+    let state = match &options.state {
+        Some(dir) => dir.clone(),
+        None => match tempfile::tempdir() {
+            Ok(dir) => {
+                temp = dir;
+                temp.path().to_path_buf()
+            }
+            Err(e) => {
+                let _ = writeln!(
+                    err,
+                    "ishiki: cannot create a temporary state directory: {e}"
+                );
+                return Exit::Failed;
+            }
+        },
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = writeln!(err, "ishiki: cannot start the async runtime: {e}");
+            return Exit::Failed;
+        }
+    };
+    let mut writer = TranscriptWriter::new(out, options.format, !options.no_data);
+    let result = runtime.block_on(Runner::new(&scenario, &state, options).run(&mut writer));
+    match result {
+        Ok(exit) => exit,
+        Err(RunError::Invalid(message)) => {
+            let _ = writeln!(err, "ishiki: {message}");
+            Exit::Invalid
+        }
+        Err(RunError::Failed(message)) => {
+            let _ = writeln!(err, "ishiki: {message}");
+            Exit::Failed
+        }
+    }
+}
+
+#[derive(Debug)]
+enum RunError {
+    Invalid(String),
+    Failed(String),
+}
+
+fn failed(e: impl std::fmt::Display) -> RunError {
+    RunError::Failed(e.to_string())
+}
+
+struct Runner<'a> {
+    scenario: &'a Scenario,
+    state: &'a Path,
+    options: &'a RunOptions,
+    clock: Arc<ManualClock>,
+    platform: Arc<RecordingPlatform>,
+    vision: Arc<ScriptedVision>,
+    examples: Arc<ExampleScheme>,
+}
+
+impl<'a> Runner<'a> {
+    fn new(scenario: &'a Scenario, state: &'a Path, options: &'a RunOptions) -> Self {
+        let answers = scenario
+            .vision
+            .iter()
+            .map(|a| match a {
+                VisionAnswer::Reply(text) => Ok(text.clone()),
+                VisionAnswer::Fail(reason) => Err(reason.clone()),
+            })
+            .collect();
+        Self {
+            scenario,
+            state,
+            options,
+            clock: Arc::new(ManualClock::new(UNIX_EPOCH + START)),
+            platform: Arc::new(RecordingPlatform::default()),
+            vision: Arc::new(ScriptedVision::new(answers)),
+            examples: Arc::new(ExampleScheme::default()),
+        }
+    }
+
+    /// Every event moves the fake clock one second (SCENARIO.md "Determinism").
+    fn emit<W: Write>(
+        &self,
+        writer: &mut TranscriptWriter<W>,
+        event: Event,
+    ) -> Result<(), RunError> {
+        self.clock.advance(Duration::from_secs(1));
+        writer.emit(event).map_err(failed)
+    }
+
+    fn workspace_root(&self) -> PathBuf {
+        self.state.join("workspace")
+    }
+
+    fn local_root(&self) -> PathBuf {
+        self.state.join("local")
+    }
+
+    fn write_fixtures(&self) -> Result<(), RunError> {
+        let workspace = WorkspaceScheme::new(self.workspace_root()).map_err(failed)?;
+        for file in &self.scenario.workspace {
+            workspace
+                .write(&file.path, &file.bytes)
+                .map_err(|e| RunError::Invalid(format!("workspace file `{}`: {e}", file.path)))?;
+        }
+        for file in &self.scenario.local {
+            let relative = file.path.trim_start_matches('/');
+            if relative.split('/').any(|s| s == ".." || s.is_empty()) {
+                return Err(RunError::Invalid(format!(
+                    "local file `{}`: the path must stay under the local root",
+                    file.path
+                )));
+            }
+            let path = self.local_root().join(relative);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(failed)?;
+            }
+            std::fs::write(&path, &file.bytes).map_err(failed)?;
+        }
+        std::fs::create_dir_all(self.local_root()).map_err(failed)?;
+        Ok(())
+    }
+
+    fn build(&self, assembly: ishiki_core::Assembly) -> Result<Runtime, RunError> {
+        let workspace = Arc::new(WorkspaceScheme::new(self.workspace_root()).map_err(failed)?);
+        let mut builder = Runtime::builder(assembly, self.state)
+            .workspace_root(self.workspace_root())
+            .local_root("", self.local_root())
+            .clock(self.clock.clone())
+            .platform(self.platform.clone())
+            .vision(self.vision.clone())
+            .scheme(self.examples.clone())
+            .codemode_worker(self.options.worker.clone())
+            .codemode_timeout(Duration::from_secs(10))
+            .durability(ishiki_core::Durability::Normal);
+        for tool in &self.scenario.tools {
+            builder = match tool {
+                ToolSpec::Fixture { tool, resident } => {
+                    let Some(t) = fixture_tool(tool.as_str(), *resident, workspace.clone()) else {
+                        return Err(RunError::Invalid(format!(
+                            "unknown fixture tool `{}`",
+                            tool.as_str()
+                        )));
+                    };
+                    builder.tool(Arc::new(t))
+                }
+                ToolSpec::Declared {
+                    definition,
+                    resident,
+                } => builder.tool(Arc::new(DeclaredTool::new(ToolDef {
+                    name: definition.name.clone(),
+                    description: definition.description.clone(),
+                    input_schema: definition.input_schema.clone(),
+                    output_schema: definition.output_schema.clone(),
+                    resident: *resident,
+                    origin: Some("scenario".to_owned()),
+                }))),
+            };
+        }
+        builder.build().map_err(failed)
+    }
+
+    async fn run<W: Write>(self, writer: &mut TranscriptWriter<W>) -> Result<Exit, RunError> {
+        let assembled = Profile::from_value(&self.scenario.profile).and_then(|profile| {
+            let models = ModelsDoc::from_value(&self.scenario.models)?;
+            assemble(profile, models, &self.scenario.main_model)
+        });
+        let assembly = match assembled {
+            Ok(a) => a,
+            Err(e) => {
+                self.emit(
+                    writer,
+                    Event::Error(ErrorEvent {
+                        code: e.code().to_owned(),
+                        message: e.message().to_owned(),
+                    }),
+                )?;
+                return Ok(Exit::Invalid);
+            }
+        };
+        self.write_fixtures()?;
+        let mut runtime = self.build(assembly.clone())?;
+        let mut model_steps = 0u64;
+        // With --state a scenario may run again on its own history: a message id already used
+        // there gets a suffix, and withdraw follows the mapping.
+        let mut message_ids: std::collections::HashMap<String, String> = Default::default();
+        for step in &self.scenario.steps {
+            match step {
+                Step::User(user) => {
+                    let mut id = user.id.clone();
+                    let mut n = 2;
+                    while runtime.has_message(&id) {
+                        id = format!("{}~{n}", user.id);
+                        n += 1;
+                    }
+                    message_ids.insert(user.id.clone(), id.clone());
+                    let images = runtime
+                        .add_user_message(
+                            &id,
+                            user.text.as_deref().unwrap_or_default(),
+                            &user.image_bytes,
+                        )
+                        .map_err(failed)?;
+                    self.emit(
+                        writer,
+                        Event::Inbound(Inbound {
+                            id: user.id.clone(),
+                            images: images
+                                .into_iter()
+                                .map(|i| Attachment {
+                                    url: i.url,
+                                    media_type: i.media_type,
+                                    bytes: i.bytes,
+                                    lifetime: Lifetime::Once,
+                                })
+                                .collect(),
+                        }),
+                    )?;
+                }
+                Step::Model(model) => {
+                    model_steps += 1;
+                    let prepared = runtime.prepare().map_err(failed)?;
+                    let request = serde_json::to_value(&prepared.request)
+                        .and_then(serde_json::from_value)
+                        .map_err(failed)?;
+                    self.emit(
+                        writer,
+                        Event::Request(RequestEvent {
+                            step: model_steps,
+                            request,
+                        }),
+                    )?;
+                    if let Some(reason) = &model.fail {
+                        runtime.abandon(prepared);
+                        self.emit(
+                            writer,
+                            Event::ModelFailed(ModelFailed {
+                                step: model_steps,
+                                reason: reason.clone(),
+                            }),
+                        )?;
+                        continue;
+                    }
+                    let mut calls = Vec::new();
+                    for call in &model.calls {
+                        let resolved = self
+                            .scenario
+                            .interpolator()
+                            .resolve_input(&call.input, &*writer)
+                            .map_err(|e| RunError::Invalid(format!("call `{}`: {e}", call.id)))?;
+                        let input = match resolved {
+                            CallInput::Resolved(v) => v,
+                            CallInput::Continue(id) => match continuation_input(&*writer, &id) {
+                                Some(v) => v,
+                                // No further page: the call is dropped from its step.
+                                None => continue,
+                            },
+                        };
+                        calls.push(ToolCall {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            input,
+                        });
+                    }
+                    let text = match &model.text {
+                        Some(t) => Some(
+                            self.scenario
+                                .interpolator()
+                                .resolve_str(t, &*writer)
+                                .map_err(|e| RunError::Invalid(format!("model text: {e}")))?,
+                        ),
+                        None => None,
+                    };
+                    if model.abort {
+                        runtime.abandon(prepared);
+                        continue;
+                    }
+                    runtime
+                        .commit(prepared, ModelResponse { text, calls })
+                        .map_err(failed)?;
+                    let reports = runtime.execute().await.map_err(failed)?;
+                    let mut sent = self.platform.drain();
+                    for report in reports {
+                        for outgoing in sent.iter().filter(|o| o.call_id == report.call_id) {
+                            self.emit(
+                                writer,
+                                Event::Sent(Sent {
+                                    step: model_steps,
+                                    call_id: outgoing.call_id.clone(),
+                                    messages: outgoing.messages.clone(),
+                                    dropped: outgoing
+                                        .dropped
+                                        .iter()
+                                        .map(|d| Dropped {
+                                            src: d.src.clone(),
+                                            reason: d.reason.clone(),
+                                        })
+                                        .collect(),
+                                }),
+                            )?;
+                        }
+                        sent.retain(|o| o.call_id != report.call_id);
+                        self.emit(
+                            writer,
+                            Event::ToolResult(ToolResultEvent {
+                                step: model_steps,
+                                call_id: report.call_id,
+                                name: report.name,
+                                is_error: report.is_error,
+                                text: report.text,
+                                attachments: report
+                                    .attachments
+                                    .into_iter()
+                                    .map(|a| Attachment {
+                                        url: a.url,
+                                        media_type: a.media_type,
+                                        bytes: a.bytes,
+                                        lifetime: match a.lifetime.as_str() {
+                                            "recent" => Lifetime::Recent,
+                                            "retain" => Lifetime::Retain,
+                                            _ => Lifetime::Once,
+                                        },
+                                    })
+                                    .collect(),
+                                continuation: report.continuation.map(|url| Continuation { url }),
+                            }),
+                        )?;
+                    }
+                }
+                Step::Withdraw(id) => runtime
+                    .withdraw(message_ids.get(id).unwrap_or(id))
+                    .map_err(failed)?,
+                Step::Restart(_) => {
+                    drop(runtime);
+                    runtime = self.build(assembly.clone())?;
+                }
+                Step::Clock(c) => self.clock.advance(c.advance),
+                Step::Cleanup(_) => {
+                    runtime.cleanup_assets().map_err(failed)?;
+                }
+            }
+        }
+        self.emit(writer, Event::End(End { steps: model_steps }))?;
+        let _ = self.clock.now();
+        Ok(Exit::Ok)
+    }
+}
+
+/// The current time of a run's clock as the transcript prints it (for tests).
+pub fn start_time() -> SystemTime {
+    UNIX_EPOCH + START
+}
+
+/// Whether a JSON value is a plain object (used by tests of the runner).
+pub fn is_object(v: &Value) -> bool {
+    v.is_object()
+}

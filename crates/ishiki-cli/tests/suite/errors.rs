@@ -1,0 +1,104 @@
+//! Exit codes and messages for malformed scenarios and assembly errors (SCENARIO.md).
+
+use std::path::PathBuf;
+
+use super::{events, run};
+
+fn write(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("the scenario is written");
+    (dir, path)
+}
+
+const HEAD: &str =
+    "version: 1\nname: bad\nmodels: { models: { main: { input: [text] } } }\nmain_model: main\n";
+
+#[test]
+fn malformed_scenarios_exit_2_naming_the_field() {
+    let cases = [
+        (
+            "unknown field",
+            format!("{HEAD}steps:\n  - model: {{ text: hi, colour: red }}\n"),
+        ),
+        (
+            "wrong type",
+            format!(
+                "{HEAD}steps:\n  - model: {{ calls: [ {{ id: c1, name: echo, input: 5 }} ], abort: maybe }}\n"
+            ),
+        ),
+        (
+            "bad interpolation",
+            format!(
+                "{HEAD}steps:\n  - model: {{ calls: [ {{ id: c1, name: read, input: {{ url: \"${{c9.continue.url}}\" }} }} ] }}\n"
+            ),
+        ),
+        (
+            "unknown continue",
+            format!(
+                "{HEAD}steps:\n  - model: {{ calls: [ {{ id: c1, name: read, input: {{ $continue: c7 }} }} ] }}\n"
+            ),
+        ),
+        ("malformed yaml", format!("{HEAD}steps: [\n")),
+    ];
+    let mut report = String::new();
+    for (name, text) in cases {
+        let (_dir, path) = write("bad.yaml", &text);
+        let out = run(&path, &[]);
+        assert_eq!(out.code, 2, "{name}: {}", out.stderr);
+        assert!(
+            out.stdout.is_empty(),
+            "{name}: nothing is printed on stdout"
+        );
+        let stderr = out.stderr.replace(&path.display().to_string(), "<FILE>");
+        report.push_str(&format!("## {name}\n{}\n", stderr.trim_end()));
+    }
+    insta::assert_snapshot!(report);
+}
+
+#[test]
+fn pro6_assembly_errors_print_one_error_event_and_exit_2() {
+    let (_dir, path) = write(
+        "renders.yaml",
+        &format!("{HEAD}profile: {{ attachment: {{ maxImageRenders: 3 }} }}\nsteps: []\n")
+            .replace("version: 1\n", "version: 1\n"),
+    );
+    let out = run(&path, &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let ev = events(&out.stdout);
+    assert_eq!(ev.len(), 1, "exactly one event: {}", out.stdout);
+    assert_eq!(ev[0]["event"], "error");
+    assert_eq!(ev[0]["code"], "removed_key");
+    assert_eq!(
+        ev[0]["message"],
+        "attachment.maxImageRenders was removed; use image lifetimes (once, recent, retain) and attachment.recentImageCount/imagePruneBatchSize"
+    );
+}
+
+#[test]
+fn pro5_vision_model_without_image_input_is_an_assembly_error() {
+    let text = "version: 1\nname: v\nprofile: { attachment: { visionModel: pool } }\nmodels:\n  models:\n    main: { input: [text] }\n    blind: { input: [text] }\n  groups:\n    pool: [blind]\nmain_model: main\nsteps: []\n";
+    let (_dir, path) = write("vision.yaml", text);
+    let out = run(&path, &[]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let ev = events(&out.stdout);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["code"], "vision_model_unsupported");
+    insta::assert_snapshot!(ev[0]["message"].as_str().unwrap_or_default());
+}
+
+#[test]
+fn help_is_available_on_every_subcommand() {
+    for args in [
+        &["--help"][..],
+        &["scenario", "--help"],
+        &["scenario", "run", "--help"],
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_ishiki"))
+            .args(args)
+            .output()
+            .expect("the binary runs");
+        assert!(output.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&output.stdout).contains("Usage"));
+    }
+}

@@ -1,0 +1,88 @@
+//! `ishiki-core`: the Ishiki runtime, where the capability crates become one agent step.
+//!
+//! The other crates each own one idea — `ishiki-resources` (resource URLs and `read`),
+//! `ishiki-outlet` (display budget, artifacts, media markers), `ishiki-projection` (which
+//! attachment bytes a request carries), `ishiki-toolsearch` (the tool pool and catalog deltas)
+//! and `ishiki-codemode` (programs that call tools). This crate composes them: it assembles a
+//! profile with its models, runs the step loop (project a request, call the model, persist the
+//! response with its delivery state, execute tool calls, pass results through the outlet) and
+//! keeps history in a [`HistoryStore`].
+//!
+//! What is here so far:
+//! - [`Profile`], [`ModelsDoc`] and [`assemble`]: profile and `models.yaml` assembly with
+//!   defaults, unknown-key checks and errors that name the key path, line and column
+//!   (SPEC §1, PRO-1..PRO-8);
+//! - [`HistoryStore`] with [`SqliteStore`] (embedded, WAL) and [`MemoryStore`]: atomic batches
+//!   of records, attachment records, delivery state and catalog (PRJ-13, SEC-4);
+//! - [`text_protocol`]: tool calls written in text, for models without native tool calling
+//!   (TP-1).
+//!
+//! # Example
+//!
+//! Assemble a profile whose vision side-model is a group, for a main model that reads text
+//! only:
+//!
+//! ```
+//! use ishiki_core::{assemble, ModelsDoc, Profile};
+//!
+//! let profile = Profile::from_yaml(
+//!     "codemode: { enable: true }\n\
+//!      attachment:\n  visionModel: vision-pool\n  recentImageCount: 5\n",
+//! )?;
+//! let models = ModelsDoc::from_yaml(
+//!     "models:\n  main: { input: [text], toolCalling: text }\n  eye: { input: [text, image] }\n\
+//!      groups:\n  vision-pool: [eye]\n",
+//! )?;
+//! let assembly = assemble(profile, models, "main")?;
+//!
+//! assert!(assembly.profile.codemode.enable);
+//! assert_eq!(assembly.profile.attachment.recent_image_count, 5);
+//! // PRO-8: the profile allows images, but the main model does not declare them.
+//! assert!(!assembly.image_input);
+//! assert_eq!(assembly.vision.map(|v| v.candidates), Some(vec!["eye".to_owned()]));
+//!
+//! // Errors name the key path, line and column (PRO-7).
+//! let error = Profile::from_yaml("attachment:\n  maxImageCount: 0\n").unwrap_err();
+//! assert_eq!(error.code(), "invalid_profile");
+//! assert_eq!(
+//!     error.message(),
+//!     "attachment.maxImageCount: must be at least 1, found 0 (line 2, column 18)"
+//! );
+//! # Ok::<(), ishiki_core::AssemblyError>(())
+//! ```
+
+mod builtin;
+mod clock;
+mod message;
+mod platform;
+mod profile;
+mod runtime;
+mod store;
+pub mod text_protocol;
+mod tool;
+
+pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
+pub use message::{
+    DeltaEntry, MediaPart, Message, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
+};
+pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
+pub use profile::{
+    Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, AttachmentSection, CleanupSection,
+    CodemodeSection, MAX_IMAGE_RENDERS_REMOVED, Modality, ModelDecl, ModelsDoc, Profile,
+    ToolCalling, ToolsearchSection, VisionTarget, assemble,
+};
+pub use runtime::{
+    AttachmentInfo, CallReport, InboundImage, Model, Prepared, Runtime, RuntimeBuilder,
+    RuntimeError,
+};
+pub use store::{
+    Batch, Durability, HistoryStore, MemoryStore, SqliteStore, StoreError, StoreErrorKind,
+    StoredAttachment, StoredMessage, StoredState,
+};
+pub use tool::{Tool, ToolContext, ToolError, default_display, is_content_block};
+
+/// Re-exported so tool authors and embedders need no direct dependency for these types.
+pub use ishiki_codemode::{WorkerSpawn, run_if_worker};
+pub use ishiki_outlet::{Budget, Display, DisplayPart, Media};
+pub use ishiki_resources::{FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme};
+pub use ishiki_toolsearch::ToolDef;

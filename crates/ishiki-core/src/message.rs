@@ -1,0 +1,143 @@
+//! The provider-neutral request: messages, parts and the tool list (SCENARIO.md's `request`).
+//!
+//! These are the shapes a model adapter renders for a particular API and the shapes the
+//! scenario transcript prints, so their serde form is a contract.
+
+use serde::{Deserialize, Serialize};
+
+/// Who speaks a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions and runtime announcements (catalog deltas).
+    System,
+    /// The user, the platform, and attachment messages.
+    User,
+    /// The model.
+    Assistant,
+    /// Tool results.
+    Tool,
+}
+
+/// One message of a request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Stable id: the same message keeps it across requests (PRJ-14).
+    pub id: String,
+    /// Who speaks.
+    pub role: Role,
+    /// RFC 3339 creation time; stable across requests.
+    pub created_at: String,
+    /// The parts, in order.
+    pub content: Vec<Part>,
+}
+
+/// Embedded media bytes in a request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MediaPart {
+    /// The media type, e.g. `image/png`.
+    pub media_type: String,
+    /// The resource the bytes come from.
+    pub url: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// SHA-256 of the bytes, lower-case hex.
+    pub sha256: String,
+    /// The bytes, base64; `None` when a transcript is printed without data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
+/// A tool announced by a catalog delta (TS-3, TS-4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeltaEntry {
+    /// Tool name.
+    pub name: String,
+    /// Tool description.
+    pub description: String,
+    /// Input JSON Schema.
+    pub input_schema: serde_json::Value,
+    /// TypeScript declaration for programs, present when codemode is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// One part of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An embedded image.
+    Image(MediaPart),
+    /// Embedded audio.
+    Audio(MediaPart),
+    /// A tool call the model made.
+    ToolCall {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Tool input.
+        input: serde_json::Value,
+    },
+    /// A tool result, exactly as the outlet made it.
+    ToolResult {
+        /// The call this answers.
+        call_id: String,
+        /// Whether the tool failed.
+        is_error: bool,
+        /// The text the model sees.
+        text: String,
+    },
+    /// Tools that joined the catalog since the previous request.
+    CatalogDelta {
+        /// The new tools, in discovery order.
+        added: Vec<DeltaEntry>,
+    },
+}
+
+/// A tool as the model's native tool list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Tool name.
+    pub name: String,
+    /// Tool description.
+    pub description: String,
+    /// Input JSON Schema.
+    pub input_schema: serde_json::Value,
+}
+
+/// What the model receives for one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// The direct catalog: resident tools first, discovered tools appended (TS-3).
+    pub tools: Vec<ToolSpec>,
+    /// The projected messages.
+    pub messages: Vec<Message>,
+}
+
+/// A tool call in a model response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Call id, unique within the session.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Tool input.
+    pub input: serde_json::Value,
+}
+
+/// What the model answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// Text, if any. With the text protocol (TP-1) tool calls are parsed out of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Native tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<ToolCall>,
+}

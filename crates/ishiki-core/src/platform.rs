@@ -1,0 +1,68 @@
+//! Where the runtime's outbound messages and side-model questions go: [`Platform`] receives
+//! what `send_message` sends (SEND-1), [`VisionModel`] answers `read(…?question=…)` (VIS-1).
+
+use async_trait::async_trait;
+
+/// An image `send_message` left out, and why (SEND-2).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Dropped {
+    /// The `src` as the model wrote it.
+    pub src: String,
+    /// Why it was removed.
+    pub reason: String,
+}
+
+/// An image that goes out with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutgoingImage {
+    /// The `src` as the model wrote it.
+    pub src: String,
+    /// Its media type.
+    pub media_type: String,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+/// What one `send_message` call sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The step of the call.
+    pub step: u64,
+    /// The call id (the outer `codemode` call when sent from a program).
+    pub call_id: String,
+    /// The messages, with dropped `<img>` elements removed.
+    pub messages: Vec<String>,
+    /// The images that go out, in order of appearance.
+    pub images: Vec<OutgoingImage>,
+    /// The images that were removed, with reasons.
+    pub dropped: Vec<Dropped>,
+}
+
+/// Receives outbound messages (a chat platform, a terminal, a transcript).
+pub trait Platform: Send + Sync + std::fmt::Debug {
+    /// Delivers one `send_message` call's messages.
+    fn send(&self, outgoing: &Outgoing) -> Result<(), String>;
+}
+
+/// A platform that drops everything (for embedders without outbound messages).
+#[derive(Debug, Default)]
+pub struct NullPlatform;
+
+impl Platform for NullPlatform {
+    fn send(&self, _outgoing: &Outgoing) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A side model that answers questions about one image (VIS-1).
+#[async_trait]
+pub trait VisionModel: Send + Sync + std::fmt::Debug {
+    /// Asks `target` (a model or a model group from `attachment.visionModel`) about the image.
+    async fn ask(
+        &self,
+        target: &str,
+        media_type: &str,
+        image: &[u8],
+        question: &str,
+    ) -> Result<String, String>;
+}

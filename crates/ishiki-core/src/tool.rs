@@ -1,0 +1,174 @@
+//! The [`Tool`] trait: a tool's definition, its raw `execute`, and its model-facing display.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use ishiki_outlet::{Display, DisplayPart, Media};
+use ishiki_toolsearch::ToolDef;
+use serde_json::Value;
+
+/// Which call a tool runs for: direct calls have their own id; calls from a codemode program
+/// carry the id of the outer `codemode` call (attachments belong to it, CM-6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolContext {
+    /// The model's call id.
+    pub call_id: String,
+    /// The step (model request number) the call belongs to.
+    pub step: u64,
+    /// True when the call comes from a codemode program rather than directly from the model.
+    pub from_program: bool,
+}
+
+/// A tool failure: the message is what the model (or the program) reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    message: String,
+}
+
+impl ToolError {
+    /// A failure with a message naming what went wrong (lower-case, no period).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<ishiki_resources::Error> for ToolError {
+    fn from(e: ishiki_resources::Error) -> Self {
+        Self::new(e.message())
+    }
+}
+
+/// A tool the runtime can call directly and from codemode programs.
+///
+/// `execute` returns the *raw* result (JSON; MCP-style content arrays for media): that is what a
+/// program sees (CM-2). `to_model_output` turns it into the display the outlet budgets (OUT-2).
+#[async_trait]
+pub trait Tool: Send + Sync + fmt::Debug {
+    /// Name, description, schemas, resident flag.
+    fn definition(&self) -> ToolDef;
+
+    /// Runs the tool; the input has already been validated against the input schema.
+    async fn execute(&self, input: Value, context: &ToolContext) -> Result<Value, ToolError>;
+
+    /// The display representation of a raw result for a direct call. The default renders
+    /// strings as text, MCP content arrays as text and media parts, anything else as JSON.
+    fn to_model_output(&self, raw: &Value) -> Display {
+        default_display(raw)
+    }
+}
+
+/// The default display of a raw result (see [`Tool::to_model_output`]).
+pub fn default_display(raw: &Value) -> Display {
+    match raw {
+        Value::String(text) => Display {
+            parts: vec![DisplayPart::Text(text.clone())],
+        },
+        Value::Array(items) if !items.is_empty() && items.iter().all(is_content_block) => {
+            content_display(items)
+        }
+        other => Display {
+            parts: vec![DisplayPart::Text(other.to_string())],
+        },
+    }
+}
+
+/// Whether a JSON value is an MCP content block (`text`, `image`, `audio`, `resource`,
+/// `resource_link`).
+pub fn is_content_block(v: &Value) -> bool {
+    let Some(kind) = v.get("type").and_then(Value::as_str) else {
+        return false;
+    };
+    match kind {
+        "text" => v.get("text").is_some_and(Value::is_string),
+        "image" | "audio" => v.get("data").is_some_and(Value::is_string),
+        "resource" => v.get("resource").is_some_and(Value::is_object),
+        "resource_link" => v.get("uri").is_some_and(Value::is_string),
+        _ => false,
+    }
+}
+
+fn decode(data: &str) -> Option<Vec<u8>> {
+    base64::engine::general_purpose::STANDARD
+        .decode(data.trim().as_bytes())
+        .ok()
+}
+
+/// MCP content blocks as display parts: text as text, image/audio and blob resources as media,
+/// embedded text resources as text, resource links as their URI.
+fn content_display(items: &[Value]) -> Display {
+    let mut parts = Vec::new();
+    let push_text = |parts: &mut Vec<DisplayPart>, text: String| {
+        if let Some(DisplayPart::Text(previous)) = parts.last_mut() {
+            previous.push('\n');
+            previous.push_str(&text);
+        } else {
+            parts.push(DisplayPart::Text(text));
+        }
+    };
+    for item in items {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+        let str_field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        match kind {
+            "text" => push_text(&mut parts, str_field(item, "text").unwrap_or_default()),
+            "image" | "audio" => {
+                let media_type = str_field(item, "mimeType").unwrap_or_default();
+                match str_field(item, "data").as_deref().and_then(decode) {
+                    Some(data) => parts.push(DisplayPart::Media(Media {
+                        media_type,
+                        data,
+                        url: None,
+                    })),
+                    None => push_text(
+                        &mut parts,
+                        format!("[{kind} block with invalid base64 data ({media_type})]"),
+                    ),
+                }
+            }
+            "resource" => {
+                let resource = item.get("resource").cloned().unwrap_or(Value::Null);
+                let uri = str_field(&resource, "uri").unwrap_or_default();
+                if let Some(text) = str_field(&resource, "text") {
+                    push_text(&mut parts, text);
+                } else if let Some(blob) = str_field(&resource, "blob") {
+                    let media_type = str_field(&resource, "mimeType")
+                        .unwrap_or_else(|| "application/octet-stream".to_owned());
+                    match decode(&blob) {
+                        Some(data) => parts.push(DisplayPart::Media(Media {
+                            media_type,
+                            data,
+                            url: None,
+                        })),
+                        None => push_text(
+                            &mut parts,
+                            format!("[resource {uri} with invalid base64 blob]"),
+                        ),
+                    }
+                } else {
+                    push_text(&mut parts, format!("[resource: {uri}]"));
+                }
+            }
+            "resource_link" => push_text(
+                &mut parts,
+                format!("[resource: {}]", str_field(item, "uri").unwrap_or_default()),
+            ),
+            _ => push_text(&mut parts, item.to_string()),
+        }
+    }
+    Display { parts }
+}
