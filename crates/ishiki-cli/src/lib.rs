@@ -1,13 +1,15 @@
-//! `ishiki-cli`: the pieces of the `ishiki scenario run` runner that depend only on the
-//! scenario format (SCENARIO.md v1), not on the runtime.
+//! `ishiki-cli`: the `ishiki scenario run` runner (SCENARIO.md v1) and its pieces.
 //!
 //! * [`scenario`] loads and checks a scenario file; a malformed one yields a
 //!   [`scenario::ScenarioError`] naming the field, line and column (the CLI exits with 2).
 //! * [`fixtures`] generates the bytes of its files and images (real PNG, JPEG, GIF and
 //!   lossless WebP encodings, padded or corrupted on request).
-//! * [`clock`] is the fake clock and the ids derived from it, so reruns are byte-identical.
+//! * [`clock`] parses `clock` step durations; the run's fake clock is `ishiki_core::ManualClock`,
+//!   so the runtime and the transcript read one clock and reruns are byte-identical.
 //! * [`interpolate`] resolves `${c1.continue.url}` references and `{ $continue: c1 }` inputs
 //!   against earlier events.
+//! * [`runner`] drives the real runtime with the scripted model; [`fixture_tools`] holds the
+//!   fixture tools, dynamic `example://` schemes, scripted vision model and recording platform.
 //! * [`transcript`] holds the event types and the JSON Lines writer; [`pretty`] renders the
 //!   same events for a person (`--format pretty`).
 //!
