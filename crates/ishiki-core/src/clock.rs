@@ -108,6 +108,44 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn manual_clock_ids_are_v7_sorted_and_reproducible() {
+        let start = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        let clock = ManualClock::new(start);
+        let a = clock.new_uuid_v7();
+        let b = clock.new_uuid_v7();
+        clock.advance(Duration::from_secs(1));
+        let c = clock.new_uuid_v7();
+        for u in [a, b, c] {
+            assert_eq!(u.get_version(), Some(uuid::Version::SortRand));
+        }
+        assert!(a < b && b < c && a.to_string() < b.to_string());
+        assert_eq!(ManualClock::new(start).new_uuid_v7(), a);
+    }
+
+    /// Days since the epoch of a civil date (Hinnant's `days_from_civil`), the inverse used to
+    /// check the formatter.
+    fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+        let y = if m <= 2 { y - 1 } else { y };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
+        let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        era * 146_097 + doe - 719_468
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn civil_dates_round_trip(days in 0i64..3_000_000) {
+            let (y, m, d) = civil_from_days(days);
+            prop_assert!((1..=12).contains(&m) && (1..=31).contains(&d));
+            prop_assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
 
     #[test]
     fn rfc3339_formats_known_instants() {

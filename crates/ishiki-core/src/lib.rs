@@ -8,7 +8,11 @@
 //! response with its delivery state, execute tool calls, pass results through the outlet) and
 //! keeps history in a [`HistoryStore`].
 //!
-//! What is here so far:
+//! The parts:
+//! - [`Runtime`] and [`RuntimeBuilder`]: the step loop (`prepare` → model → `commit` →
+//!   `execute`, or [`Runtime::step_with`]), inbound messages, withdrawal, asset cleanup; the
+//!   built-in tools `read`, `search`, `codemode`, `send_message`, `finish` and `wait`;
+//! - [`Tool`], [`Model`], [`Platform`], [`VisionModel`] and [`Clock`]: what an embedder plugs in;
 //! - [`Profile`], [`ModelsDoc`] and [`assemble`]: profile and `models.yaml` assembly with
 //!   defaults, unknown-key checks and errors that name the key path, line and column
 //!   (SPEC §1, PRO-1..PRO-8);
@@ -19,8 +23,64 @@
 //!
 //! # Example
 //!
-//! Assemble a profile whose vision side-model is a group, for a main model that reads text
-//! only:
+//! A runtime with one tool, driven for two steps by a scripted model: the first response calls
+//! the tool, the second answers in text.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use ishiki_core::{assemble, Model, ModelResponse, ModelsDoc, Profile, Request, Runtime};
+//! use ishiki_core::{Tool, ToolCall, ToolContext, ToolDef, ToolError};
+//! use serde_json::{json, Value};
+//!
+//! #[derive(Debug)]
+//! struct Add;
+//!
+//! #[async_trait::async_trait]
+//! impl Tool for Add {
+//!     fn definition(&self) -> ToolDef {
+//!         let schema = json!({ "type": "object", "required": ["a", "b"], "properties": {
+//!             "a": { "type": "integer" }, "b": { "type": "integer" } } });
+//!         ToolDef { resident: true, ..ToolDef::new("add", "Add two integers.", schema) }
+//!     }
+//!     async fn execute(&self, input: Value, _: &ToolContext) -> Result<Value, ToolError> {
+//!         Ok(json!(input["a"].as_i64().unwrap_or(0) + input["b"].as_i64().unwrap_or(0)))
+//!     }
+//! }
+//!
+//! /// Answers each request with the next scripted response.
+//! #[derive(Debug)]
+//! struct Scripted(Mutex<Vec<ModelResponse>>);
+//!
+//! #[async_trait::async_trait]
+//! impl Model for Scripted {
+//!     async fn respond(&self, _: &Request) -> Result<ModelResponse, String> {
+//!         let mut script = self.0.lock().map_err(|e| e.to_string())?;
+//!         script.pop().ok_or_else(|| "the script has ended".to_owned())
+//!     }
+//! }
+//!
+//! let models = ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n")?;
+//! let assembly = assemble(Profile::default(), models, "main")?;
+//! let state = tempfile::tempdir()?;
+//! let mut runtime = Runtime::builder(assembly, state.path()).tool(Arc::new(Add)).build()?;
+//! runtime.add_user_message("m1", "What is 2 + 3?", &[])?;
+//!
+//! let add = ToolCall { id: "c1".into(), name: "add".into(), input: json!({ "a": 2, "b": 3 }) };
+//! let model = Scripted(Mutex::new(vec![
+//!     ModelResponse { text: Some("2 + 3 = 5.".into()), calls: vec![] }, // popped last
+//!     ModelResponse { text: None, calls: vec![add] },
+//! ]));
+//! let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let reports = tokio.block_on(runtime.step_with(&model))?;
+//! assert_eq!((reports[0].call_id.as_str(), reports[0].text.as_str()), ("c1", "5"));
+//! let reports = tokio.block_on(runtime.step_with(&model))?;
+//! assert!(reports.is_empty()); // a text answer: nothing to run
+//! assert_eq!(runtime.step(), 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Assembly on its own: a profile whose vision side-model is a group, for a main model that
+//! reads text only.
 //!
 //! ```
 //! use ishiki_core::{assemble, ModelsDoc, Profile};

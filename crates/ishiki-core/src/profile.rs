@@ -36,6 +36,10 @@ pub struct Profile {
     pub attachment: AttachmentSection,
     /// `assets`: inbound media download and cleanup (PRO-3).
     pub assets: AssetsSection,
+    /// `mcp`: MCP servers whose tools join the pool (issue 9). Left out of the serialized
+    /// profile when no server is declared.
+    #[serde(skip_serializing_if = "McpSection::is_empty")]
+    pub mcp: McpSection,
 }
 
 /// The `codemode` section.
@@ -136,6 +140,59 @@ impl Default for CleanupSection {
             enabled: false,
             retention_days: 30,
             interval_minutes: 60,
+        }
+    }
+}
+
+/// The `mcp` section: MCP servers started as child processes; their tools are named
+/// `<server>_<tool>`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct McpSection {
+    /// `mcp.servers`: server name → how to start it. A name uses letters, digits, `-` and `_`
+    /// only, since it prefixes tool names.
+    pub servers: BTreeMap<String, McpServerDecl>,
+}
+
+impl McpSection {
+    /// Whether no server is declared.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+/// One entry of `mcp.servers`. `timeoutMs` must be at least 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerDecl {
+    /// `command` (required): the program that starts the server, e.g. `node` or `npx`.
+    pub command: String,
+    /// `args` (default none): its arguments.
+    pub args: Vec<String>,
+    /// `env` (default none): variables added to the inherited environment.
+    pub env: BTreeMap<String, String>,
+    /// `cwd` (default: the runtime's working directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// `resident` (default false): whether its tools are always in the catalog instead of
+    /// waiting in the toolsearch pool (TS-1).
+    pub resident: bool,
+    /// `timeoutMs` (default 30000): the limit for starting the server and for each call.
+    pub timeout_ms: u64,
+}
+
+impl McpServerDecl {
+    /// The default of `timeoutMs`.
+    pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+    /// A server started by `command`, with every other key at its default.
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            resident: false,
+            timeout_ms: Self::DEFAULT_TIMEOUT_MS,
         }
     }
 }
@@ -845,13 +902,9 @@ struct Doc<'s> {
     source: Option<&'s str>,
 }
 
-const ROOT_KEYS: &[&str] = &[
-    "codemode",
-    "toolsearch",
-    "attachment",
-    "assets",
-    // Issue 9 adds `mcp` here (MCP servers); until then it is an unknown key.
-];
+const ROOT_KEYS: &[&str] = &["codemode", "toolsearch", "attachment", "assets", "mcp"];
+const MCP_KEYS: &[&str] = &["servers"];
+const MCP_SERVER_KEYS: &[&str] = &["command", "args", "env", "cwd", "resident", "timeoutMs"];
 const ENABLE_KEYS: &[&str] = &["enable"];
 const ATTACHMENT_KEYS: &[&str] = &[
     "imageInput",
@@ -1221,6 +1274,32 @@ impl Doc<'_> {
             )?,
         };
 
+        let path = root.key("mcp");
+        let m = self.section(entries, &root, "mcp", MCP_KEYS)?;
+        let mut servers = BTreeMap::new();
+        if let Some(tree) = field(m, "servers") {
+            let path = path.key("servers");
+            for (key, decl) in self.named_entries(tree, &path)? {
+                let server_path = path.key(&key.name);
+                if !key
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                {
+                    return Err(self.error(
+                        self.invalid(),
+                        &server_path,
+                        key.at,
+                        "a server name uses only letters, digits, `-` and `_` (it prefixes the names of its tools)",
+                    ));
+                }
+                servers.insert(
+                    key.name.clone(),
+                    self.mcp_server(decl, &server_path, key.at)?,
+                );
+            }
+        }
+
         Ok(Profile {
             codemode,
             toolsearch,
@@ -1229,6 +1308,95 @@ impl Doc<'_> {
                 auto_download_max_bytes,
                 cleanup,
             },
+            mcp: McpSection { servers },
+        })
+    }
+
+    fn mcp_server(
+        &self,
+        tree: &Tree,
+        path: &Path,
+        key_at: At,
+    ) -> Result<McpServerDecl, AssemblyError> {
+        let entries = self.mapping(tree, path, MCP_SERVER_KEYS)?;
+        let Some(command) = self.opt_string(entries, path, "command")? else {
+            return Err(self.error(
+                self.invalid(),
+                path,
+                key_at,
+                "missing key `command` (the program that starts the server, e.g. npx)",
+            ));
+        };
+
+        let mut args = Vec::new();
+        if let Some(tree) = field(entries, "args") {
+            let args_path = path.key("args");
+            let items: &[Tree] = match &tree.node {
+                Node::Seq(items) => items,
+                Node::Null => &[],
+                other => {
+                    return Err(self.error(
+                        self.invalid(),
+                        &args_path,
+                        tree.at,
+                        format!("expected a list of strings, found {}", describe(other)),
+                    ));
+                }
+            };
+            for (index, item) in items.iter().enumerate() {
+                match &item.node {
+                    Node::Str(arg) => args.push(arg.clone()),
+                    other => {
+                        return Err(self.error(
+                            self.invalid(),
+                            &args_path.index(index),
+                            item.at,
+                            format!(
+                                "expected a string, found {} (quote numbers and flags)",
+                                describe(other)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+
+        let mut env = BTreeMap::new();
+        if let Some(tree) = field(entries, "env") {
+            let env_path = path.key("env");
+            for (key, value) in self.named_entries(tree, &env_path)? {
+                match &value.node {
+                    Node::Str(text) => {
+                        env.insert(key.name.clone(), text.clone());
+                    }
+                    other => {
+                        return Err(self.error(
+                            self.invalid(),
+                            &env_path.key(&key.name),
+                            value.at,
+                            format!(
+                                "expected a string, found {} (quote numbers and booleans)",
+                                describe(other)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+
+        Ok(McpServerDecl {
+            command,
+            args,
+            env,
+            cwd: self.opt_string(entries, path, "cwd")?,
+            resident: self.bool(entries, path, "resident", false)?,
+            timeout_ms: self.uint(
+                entries,
+                path,
+                "timeoutMs",
+                1,
+                McpServerDecl::DEFAULT_TIMEOUT_MS,
+            )?,
         })
     }
 

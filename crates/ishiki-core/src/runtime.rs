@@ -181,8 +181,9 @@ struct Entry {
     withdrawn: bool,
 }
 
-/// A call planned from a committed response.
-#[derive(Debug, Clone)]
+/// A call planned from a committed response. Persisted with the response, so a crash before the
+/// results are committed can be answered on restart (SEC-4).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct PlannedCall {
     id: String,
     name: String,
@@ -426,6 +427,14 @@ impl Runtime {
                 .collect()
         };
         let step = stored.meta.get("step").and_then(Value::as_u64).unwrap_or(0);
+        let interrupted: Vec<PlannedCall> = stored
+            .meta
+            .get("pending_calls")
+            .cloned()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| err("the stored pending calls are unreadable")(&e))?
+            .unwrap_or_default();
 
         let sandbox = if shared.assembly.profile.codemode.enable {
             let mut config = SandboxConfig {
@@ -440,7 +449,7 @@ impl Runtime {
             None
         };
 
-        Ok(Self {
+        let mut runtime = Self {
             shared,
             outlet: Outlet::new(artifacts).with_budget(b.budget),
             tools,
@@ -455,7 +464,45 @@ impl Runtime {
             step,
             planned: Vec::new(),
             media_cache: Mutex::new(HashMap::new()),
-        })
+        };
+        runtime.answer_interrupted(interrupted)?;
+        Ok(runtime)
+    }
+
+    /// A crash between committing a response and committing its results leaves calls without
+    /// results: they are answered with an error the model can act on, so history stays
+    /// well-formed and nothing runs twice behind the model's back (SEC-4).
+    fn answer_interrupted(&mut self, calls: Vec<PlannedCall>) -> Result<(), RuntimeError> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let message = Message {
+            id: format!("s{}-tools", self.step),
+            role: Role::Tool,
+            created_at: self.now(),
+            content: calls
+                .iter()
+                .map(|c| Part::ToolResult {
+                    call_id: c.id.clone(),
+                    is_error: true,
+                    text: format!(
+                        "the call to `{}` was interrupted (the runtime stopped before its result was saved); it may or may not have taken effect: check, then call it again if needed",
+                        c.name
+                    ),
+                })
+                .collect(),
+        };
+        let mut batch = Batch::default();
+        batch.messages.push(stored_message(&message)?);
+        batch.meta.push(("pending_calls".to_owned(), json!([])));
+        self.store
+            .commit(&batch)
+            .map_err(|e| err("cannot store the interrupted results")(&e))?;
+        self.history.push(Entry {
+            message,
+            withdrawn: false,
+        });
+        Ok(())
     }
 
     /// The resource center (to register more handlers at run time, RES-2).
@@ -564,7 +611,15 @@ impl Runtime {
                 ));
                 continue;
             }
-            let uuid = self.shared.clock.new_uuid_v7();
+            // A replayed clock (a scenario run again on its own state) repeats ids: skip taken
+            // ones rather than refuse the message.
+            let mut uuid = self.shared.clock.new_uuid_v7();
+            for _ in 0..10_000 {
+                if self.shared.assets.meta(&uuid.to_string()).is_err() {
+                    break;
+                }
+                uuid = self.shared.clock.new_uuid_v7();
+            }
             let meta = self
                 .shared
                 .assets
@@ -753,8 +808,17 @@ impl Runtime {
 
     /// Projects the next request (PRJ-3): history, attachment messages after their sources,
     /// and the catalog delta at the end (TS-3). Nothing is committed until
-    /// [`Runtime::commit`].
+    /// [`Runtime::commit`]. Fails while the last committed response's calls wait for
+    /// [`Runtime::execute`].
     pub fn prepare(&mut self) -> Result<Prepared, RuntimeError> {
+        // A request with calls that have no results is malformed, and committing another
+        // response would drop the waiting calls for good.
+        if !self.planned.is_empty() {
+            return Err(RuntimeError::new(format!(
+                "the calls of step {} have not run yet: call execute before preparing the next request",
+                self.step
+            )));
+        }
         let step = self.step + 1;
         let step_catalog = self.shared.catalog_mut().begin_step();
         let tools: Vec<ToolSpec> = step_catalog
@@ -987,6 +1051,9 @@ impl Runtime {
             announced: prepared.announced.clone(),
         })?);
         batch.meta.push(("step".to_owned(), json!(step)));
+        batch
+            .meta
+            .push(("pending_calls".to_owned(), to_json(&planned)?));
         self.store
             .commit(&batch)
             .map_err(|e| err("cannot store the response")(&e))?;
@@ -1053,6 +1120,7 @@ impl Runtime {
             catalog: Some(self.shared.catalog_mut().state()),
             announced: self.announced.clone(),
         })?);
+        batch.meta.push(("pending_calls".to_owned(), json!([])));
         self.store
             .commit(&batch)
             .map_err(|e| err("cannot store the tool results")(&e))?;
@@ -1122,13 +1190,13 @@ impl Runtime {
                 Vec::new(),
             );
         }
-        if let Some(validator) = self.validators.get(&call.name) {
-            if let Some(message) = validation_error(validator, &call.input) {
-                return (
-                    failed(format!("invalid input for `{}`: {message}", call.name)),
-                    Vec::new(),
-                );
-            }
+        if let Some(validator) = self.validators.get(&call.name)
+            && let Some(message) = validation_error(validator, &call.input)
+        {
+            return (
+                failed(format!("invalid input for `{}`: {message}", call.name)),
+                Vec::new(),
+            );
         }
         let context = ToolContext {
             call_id: call.id.clone(),

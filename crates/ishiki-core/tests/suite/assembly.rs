@@ -285,11 +285,32 @@ fn pro7_errors_name_the_key_path_line_and_column() {
         "attachment.maxImageCount: expected a whole number, found the string \"4\""
     );
 
-    // The `mcp` section arrives with issue 9; until then it is an unknown key.
-    assert_eq!(
-        Profile::from_yaml("mcp: {}").unwrap_err().path(),
-        Some("mcp")
+    // An empty `mcp` section is the default (issue 9).
+    assert_eq!(profile("mcp: {}"), Profile::default());
+}
+
+#[test]
+fn pro1_mcp_servers_take_defaults() {
+    let p = profile(
+        "mcp:\n  servers:\n    everything:\n      command: node\n      args: [server.js, stdio]\n    \
+         fs:\n      command: npx\n      env: { DEBUG: \"1\" }\n      cwd: /tmp\n      resident: true\n      \
+         timeoutMs: 500\n",
     );
+    let everything = &p.mcp.servers["everything"];
+    assert_eq!(everything.command, "node");
+    assert_eq!(everything.args, ["server.js", "stdio"]);
+    assert!(everything.env.is_empty() && everything.cwd.is_none() && !everything.resident);
+    assert_eq!(everything.timeout_ms, 30_000);
+    let fs = &p.mcp.servers["fs"];
+    assert_eq!(fs.env.get("DEBUG").map(String::as_str), Some("1"));
+    assert_eq!(fs.cwd.as_deref(), Some("/tmp"));
+    assert!(fs.resident);
+    assert_eq!(fs.timeout_ms, 500);
+    // What `Serialize` writes, `from_value` reads back; an empty section is not written.
+    let value = serde_json::to_value(&p).unwrap();
+    assert_eq!(Profile::from_value(&value).unwrap(), p);
+    let default = serde_json::to_value(Profile::default()).unwrap();
+    assert!(default.get("mcp").is_none());
 }
 
 #[test]
@@ -440,8 +461,34 @@ fn pro7_every_assembly_error_message() {
         ),
         ("unknown root key", Input::ProfileYaml("logging: verbose\n")),
         (
-            "mcp is not a section yet",
+            "mcp servers as a list",
             Input::ProfileYaml("mcp:\n  servers: []\n"),
+        ),
+        (
+            "mcp server without command",
+            Input::ProfileYaml("mcp:\n  servers:\n    everything: { args: [stdio] }\n"),
+        ),
+        (
+            "mcp server name with a dot",
+            Input::ProfileYaml("mcp:\n  servers:\n    my.server: { command: node }\n"),
+        ),
+        (
+            "mcp args that are not strings",
+            Input::ProfileYaml("mcp:\n  servers:\n    fs: { command: npx, args: [-y, 1] }\n"),
+        ),
+        (
+            "mcp env value that is not a string",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs:\n      command: npx\n      env: { DEBUG: true }\n",
+            ),
+        ),
+        (
+            "mcp timeout of zero",
+            Input::ProfileYaml("mcp:\n  servers:\n    fs: { command: npx, timeoutMs: 0 }\n"),
+        ),
+        (
+            "mcp unknown server key with suggestion",
+            Input::ProfileYaml("mcp:\n  servers:\n    fs: { command: npx, timeout: 5 }\n"),
         ),
         (
             "unknown attachment key with suggestion",

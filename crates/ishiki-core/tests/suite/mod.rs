@@ -1,6 +1,8 @@
 //! Integration tests, one module per area; each test names the requirement it checks.
 
 mod assembly;
+mod crash;
+mod runtime;
 mod store;
 mod text_protocol;
 
