@@ -1,0 +1,73 @@
+//! `ishiki-provider`: Ishiki's provider-neutral request in the wire shapes of real model APIs.
+//!
+//! The runtime projects a [`Request`](ishiki_core::Request) for every step. This crate renders
+//! it for the OpenAI Chat Completions protocol ([`render_openai`]: OpenAI, vLLM, llama.cpp's
+//! server, Ollama, most gateways) and for Anthropic's Messages API ([`render_anthropic`], with
+//! prompt-cache breakpoints where the prefix stays unchanged until the next pruning), and parses
+//! their responses back into the runtime's [`ModelResponse`](ishiki_core::ModelResponse) with
+//! stop reason and token usage ([`parse_openai_response`], [`parse_anthropic_response`]).
+//!
+//! [`HttpModel`] is the runtime's [`Model`](ishiki_core::Model) over HTTP (reqwest with rustls):
+//! base URL, API key from an environment variable, a timeout per attempt, and retries with
+//! exponential backoff (or the server's `retry-after`) on 429, 5xx and transport failures.
+//!
+//! Rendering is pure: a function from the request to a JSON body. Images travel as `data:`
+//! URLs (OpenAI) or base64 source blocks (Anthropic); catalog deltas stay where the runtime put
+//! them, after the stable prefix, so an earlier tool list is never rewritten.
+//!
+//! # Example
+//!
+//! ```
+//! use ishiki_core::{Message, Part, Request, Role, ToolSpec};
+//! use ishiki_provider::{AnthropicOptions, OpenAiOptions, parse_anthropic_response, render_anthropic, render_openai};
+//! use serde_json::json;
+//!
+//! let request = Request {
+//!     tools: vec![ToolSpec {
+//!         name: "read".into(),
+//!         description: "Read a resource".into(),
+//!         input_schema: json!({ "type": "object", "properties": { "url": { "type": "string" } } }),
+//!     }],
+//!     messages: vec![
+//!         Message { id: "sys".into(), role: Role::System, created_at: "2026-01-01T00:00:00Z".into(),
+//!                   content: vec![Part::Text { text: "Be brief.".into() }] },
+//!         Message { id: "m1".into(), role: Role::User, created_at: "2026-01-01T00:00:01Z".into(),
+//!                   content: vec![Part::Text { text: "Read notes.txt".into() }] },
+//!     ],
+//! };
+//!
+//! let openai = render_openai(&request, &OpenAiOptions::new("gpt-test"));
+//! assert_eq!(openai["messages"][0], json!({ "role": "system", "content": "Be brief." }));
+//! assert_eq!(openai["tools"][0]["function"]["name"], "read");
+//!
+//! let anthropic = render_anthropic(&request, &AnthropicOptions::new("claude-test", 1024));
+//! assert_eq!(anthropic["system"][0]["text"], "Be brief.");
+//! // Breakpoints: the last tool, and the last block that stays until the next pruning.
+//! assert_eq!(anthropic["tools"][0]["cache_control"], json!({ "type": "ephemeral" }));
+//! assert_eq!(anthropic["messages"][0]["content"][0]["cache_control"]["type"], "ephemeral");
+//!
+//! let parsed = parse_anthropic_response(&json!({
+//!     "type": "message", "role": "assistant", "stop_reason": "tool_use",
+//!     "content": [{ "type": "tool_use", "id": "c1", "name": "read", "input": { "url": "workspace:///notes.txt" } }],
+//!     "usage": { "input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 90 },
+//! }))?;
+//! assert_eq!(parsed.response.calls[0].name, "read");
+//! assert_eq!((parsed.usage.input_tokens, parsed.usage.cached_input_tokens), (100, 90));
+//! # Ok::<(), ishiki_provider::ProviderError>(())
+//! ```
+
+mod anthropic;
+mod common;
+mod error;
+mod http;
+mod openai;
+mod parsed;
+
+pub use anthropic::{
+    AnthropicOptions, CacheLayout, anthropic_cache_layout, parse_anthropic_response,
+    render_anthropic,
+};
+pub use error::{ProviderError, ProviderErrorKind};
+pub use http::{HttpConfig, HttpModel, Protocol};
+pub use openai::{OpenAiOptions, parse_openai_response, render_openai};
+pub use parsed::{ParsedResponse, Usage};

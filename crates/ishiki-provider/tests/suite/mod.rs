@@ -1,0 +1,10 @@
+//! The test modules.
+
+mod common;
+mod http;
+mod invariants;
+mod parse;
+mod prefix;
+mod render;
+mod schema;
+mod snapshots;

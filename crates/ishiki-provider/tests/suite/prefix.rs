@@ -1,0 +1,160 @@
+//! Prefix stability on rendered bytes: a 30-step session reading one new image per step with
+//! lifetime `recent` (recentImageCount 3, imagePruneBatchSize 2), driven through
+//! `ishiki_core::Runtime` directly. Each step without pruning must start with the previous
+//! request's bytes up to its last cache breakpoint; the test prints the share of bytes reused.
+
+use std::collections::BTreeSet;
+
+use ishiki_core::{
+    Durability, ModelResponse, ModelsDoc, Part, Profile, Request, Runtime, ToolCall, assemble,
+};
+use ishiki_provider::{
+    AnthropicOptions, OpenAiOptions, anthropic_cache_layout, render_anthropic, render_openai,
+};
+use serde_json::json;
+
+const STEPS: usize = 30;
+
+fn png(seed: u32) -> Vec<u8> {
+    let image = image::RgbImage::from_fn(8 + seed, 8, |x, y| {
+        image::Rgb([(x * 7 + seed) as u8, (y * 13) as u8, seed as u8])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    image.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+fn image_urls(request: &Request) -> BTreeSet<String> {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|p| match p {
+            Part::Image(m) => Some(m.url.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn session() -> Vec<Request> {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    for i in 1..=STEPS {
+        std::fs::write(workspace.join(format!("shot{i}.png")), png(i as u32)).unwrap();
+    }
+    let profile = Profile::from_yaml(
+        "attachment: { recentImageCount: 3, imagePruneBatchSize: 2, maxImageCount: 10 }\n",
+    )
+    .unwrap();
+    let models =
+        ModelsDoc::from_yaml("models:\n  main: { input: [text, image], toolCalling: native }\n")
+            .unwrap();
+    let assembly = assemble(profile, models, "main").unwrap();
+    let mut runtime = Runtime::builder(assembly, dir.path().join("state"))
+        .workspace_root(&workspace)
+        .durability(Durability::Normal)
+        .build()
+        .unwrap();
+    runtime
+        .add_user_message("m1", "Look at each screenshot in turn.", &[])
+        .unwrap();
+    let mut requests = Vec::new();
+    for i in 1..=STEPS {
+        let prepared = runtime.prepare().unwrap();
+        requests.push(prepared.request.clone());
+        let call = ToolCall {
+            id: format!("c{i}"),
+            name: "read".into(),
+            input: json!({ "url": format!("workspace:///shot{i}.png"), "lifetime": "recent" }),
+        };
+        let response = ModelResponse {
+            text: Some(format!("Step {i}.")),
+            calls: vec![call],
+        };
+        runtime.commit(prepared, response).unwrap();
+        let reports = runtime.execute().await.unwrap();
+        assert!(!reports[0].is_error, "{}", reports[0].text);
+    }
+    requests
+}
+
+#[tokio::test]
+async fn prj_prefix_is_stable_between_prunings() {
+    let requests = session().await;
+    let options = AnthropicOptions::new("claude-test", 1024);
+    let layouts: Vec<_> = requests
+        .iter()
+        .map(|r| anthropic_cache_layout(&render_anthropic(r, &options)))
+        .collect();
+    let (mut reused, mut total, mut prunings) = (0usize, 0usize, 0usize);
+    let mut calm = (0usize, 0usize);
+    for i in 1..requests.len() {
+        let (prev, cur) = (&layouts[i - 1], &layouts[i]);
+        let end = *prev.breakpoints.last().unwrap();
+        let pruned = !image_urls(&requests[i - 1]).is_subset(&image_urls(&requests[i]));
+        let kept = cur.text.starts_with(&prev.text[..end]);
+        if pruned {
+            prunings += 1;
+        } else {
+            assert!(kept, "step {}: the prefix changed without pruning", i + 1);
+        }
+        // Bytes the cache can serve: up to the previous breakpoint when it holds, else up to
+        // the longest breakpoint of the previous request that still matches.
+        let served = prev
+            .breakpoints
+            .iter()
+            .rev()
+            .find(|&&b| cur.text.starts_with(&prev.text[..b]))
+            .copied()
+            .unwrap_or(0);
+        reused += served;
+        total += cur.text.len();
+        if !pruned {
+            calm.0 += served;
+            calm.1 += cur.text.len();
+        }
+    }
+    let share = reused as f64 / total as f64;
+    println!(
+        "prefix reuse over {STEPS} steps: {reused} of {total} bytes ({:.1}%), {prunings} steps with \
+         pruning; steps without pruning: {} of {} bytes ({:.1}%)",
+        share * 100.0,
+        calm.0,
+        calm.1,
+        calm.0 as f64 * 100.0 / calm.1 as f64
+    );
+    assert!(prunings > 0, "the session never pruned");
+    assert!(share > 0.5, "share {share}");
+
+    // OpenAI-style servers cache any common prefix by themselves: measure it on tools then
+    // messages, one JSON text per line (the body's own keys are sorted, `messages` first).
+    let lines = |r: &Request| {
+        let body = render_openai(r, &OpenAiOptions::new("gpt-test"));
+        let mut text = String::new();
+        for v in body["tools"]
+            .as_array()
+            .into_iter()
+            .chain(body["messages"].as_array())
+            .flatten()
+        {
+            text.push_str(&v.to_string());
+            text.push('\n');
+        }
+        text
+    };
+    let texts: Vec<String> = requests.iter().map(lines).collect();
+    let (mut common, mut all) = (0usize, 0usize);
+    for pair in texts.windows(2) {
+        common += pair[0]
+            .bytes()
+            .zip(pair[1].bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        all += pair[1].len();
+    }
+    println!(
+        "openai common prefix over {STEPS} steps: {common} of {all} bytes ({:.1}%)",
+        common as f64 * 100.0 / all as f64
+    );
+}
