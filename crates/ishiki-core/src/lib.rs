@@ -128,8 +128,8 @@ pub use message::{
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
 pub use profile::{
     Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, AttachmentSection, CleanupSection,
-    CodemodeSection, MAX_IMAGE_RENDERS_REMOVED, Modality, ModelDecl, ModelsDoc, Profile,
-    ToolCalling, ToolsearchSection, VisionTarget, assemble,
+    CodemodeSection, MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelDecl,
+    ModelsDoc, Profile, ToolCalling, ToolsearchSection, VisionTarget, assemble,
 };
 pub use runtime::{
     AttachmentInfo, CallReport, InboundImage, Model, Prepared, Runtime, RuntimeBuilder,

@@ -1,0 +1,137 @@
+//! `ishiki-mcp`: the tools of any MCP server join Ishiki's tool pool.
+//!
+//! Each server declared under the profile's `mcp.servers.<name>` runs as a child process
+//! speaking MCP over stdio (the official Rust SDK `rmcp`). Its tools become
+//! [`ishiki_core::Tool`]s named `<name>_<tool>`, with origin `mcp:<name>`, deferred to the
+//! toolsearch pool unless the server is `resident`. Register them on a runtime builder with
+//! `.tool(t)`.
+//!
+//! - The raw result of a call is the MCP content array (so `shot[1]` is an image block
+//!   `{type: "image", mimeType, data}`), or `structuredContent` when the tool declares an
+//!   output schema; core's default display turns text blocks into text, image/audio and blob
+//!   resources into media the outlet archives, embedded text resources into text and resource
+//!   links into their URI.
+//! - A result with `isError: true` is a tool error whose message is the result's text.
+//! - Every request (start, listing, call) runs under the server's timeout: a reply over 16 MiB
+//!   is dropped by the transport and would otherwise hang for ever. A server that times out or
+//!   exits is stopped, its tools answer with an error naming it, and the next call starts it
+//!   again; other servers and the runtime go on.
+//! - A server that fails to start is reported by [`connect_all`]; the others still connect.
+//!
+//! Dropping the last handle to a server stops its child process; do it inside a tokio runtime.
+//!
+//! # Example
+//!
+//! Connect the servers a profile declares and register their tools (this starts `node`, so it
+//! is not run here):
+//!
+//! ```no_run
+//! use ishiki_core::{assemble, ModelsDoc, Profile, Runtime};
+//! use ishiki_mcp::{connect_all, McpServerConfig};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let profile = Profile::from_yaml(
+//!     "toolsearch: { enable: true }\n\
+//!      mcp:\n  servers:\n    everything:\n      command: node\n      \
+//!      args: [node_modules/@modelcontextprotocol/server-everything/dist/index.js, stdio]\n      \
+//!      timeoutMs: 10000\n",
+//! )?;
+//! let configs = McpServerConfig::from_profile(&profile);
+//! let models = ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n")?;
+//! let assembly = assemble(profile, models, "main")?;
+//!
+//! let (tools, errors) = connect_all(&configs).await;
+//! for error in &errors {
+//!     eprintln!("{error}"); // e.g. "mcp server `everything` failed to start (…)"
+//! }
+//! let mut builder = Runtime::builder(assembly, "state");
+//! for tool in tools {
+//!     builder = builder.tool(tool); // `everything_get-tiny-image`, …
+//! }
+//! let runtime = builder.build()?;
+//! # drop(runtime);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The mapping itself is a pure function:
+//!
+//! ```
+//! use ishiki_mcp::map_call_result;
+//! use serde_json::json;
+//!
+//! let shot = json!({ "content": [
+//!     { "type": "text", "text": "Here's the image you requested:" },
+//!     { "type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo=" }
+//! ]});
+//! let raw = map_call_result(&shot, false).unwrap();
+//! assert_eq!(raw[1]["mimeType"], "image/png");
+//!
+//! let failed = json!({ "isError": true, "content": [{ "type": "text", "text": "no such file" }] });
+//! assert_eq!(map_call_result(&failed, false).unwrap_err(), "no such file");
+//! ```
+
+mod config;
+mod error;
+mod result;
+mod server;
+mod tool;
+
+use std::sync::Arc;
+
+pub use config::{DEFAULT_TIMEOUT, McpServerConfig};
+pub use error::{McpError, McpErrorKind};
+pub use result::map_call_result;
+pub use server::McpServer;
+pub use tool::{McpTool, server_tools};
+
+/// Starts every server (concurrently) and returns their tools, in config order, with one error
+/// per server that failed to start and per tool left out. A failed server does not stop the
+/// others.
+pub async fn connect_all(
+    configs: &[McpServerConfig],
+) -> (Vec<Arc<dyn ishiki_core::Tool>>, Vec<McpError>) {
+    let (servers, mut errors) = start_all(configs).await;
+    let mut tools = Vec::new();
+    for server in &servers {
+        let (server_tools, tool_errors) = server_tools(server);
+        tools.extend(server_tools);
+        errors.extend(tool_errors);
+    }
+    (tools, errors)
+}
+
+/// Starts every server concurrently; the servers that started, in config order, and an error
+/// for each that did not.
+pub async fn start_all(configs: &[McpServerConfig]) -> (Vec<Arc<McpServer>>, Vec<McpError>) {
+    let mut set = tokio::task::JoinSet::new();
+    for (index, config) in configs.iter().enumerate() {
+        let config = config.clone();
+        set.spawn(async move { (index, McpServer::start(config).await) });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok(outcome) => outcomes.push(outcome),
+            // A start task only panics on a bug; report it rather than lose the server.
+            Err(e) => outcomes.push((
+                usize::MAX,
+                Err(McpError::new(
+                    McpErrorKind::Start,
+                    "",
+                    format!("an mcp server start task failed: {e}"),
+                )),
+            )),
+        }
+    }
+    outcomes.sort_by_key(|(index, _)| *index);
+    let mut servers = Vec::new();
+    let mut errors = Vec::new();
+    for (_, outcome) in outcomes {
+        match outcome {
+            Ok(server) => servers.push(server),
+            Err(e) => errors.push(e),
+        }
+    }
+    (servers, errors)
+}

@@ -1,0 +1,143 @@
+//! Pure mapping from an MCP `tools/call` result (as JSON) to a tool's raw result or error.
+
+use serde_json::Value;
+
+/// The raw result of a call (what `execute` returns and a codemode program sees), or the text
+/// of a tool error.
+///
+/// `result` is a `CallToolResult` in its wire shape (`content`, `structuredContent`,
+/// `isError`). With `structured` (the tool declares an output schema) and `structuredContent`
+/// present, the structured value is the result and `content` is dropped: servers repeat the
+/// same data, media included, in both, and forwarding both would send it twice. Otherwise the
+/// content array is the result, unchanged, so `result[1]` is the second block.
+///
+/// An `isError` result becomes `Err` with its text blocks joined (other blocks are named, not
+/// dropped silently), so a tool failure reads like one.
+pub fn map_call_result(result: &Value, structured: bool) -> Result<Value, String> {
+    let content = result
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        return Err(error_text(&content, result.get("structuredContent")));
+    }
+    if structured && let Some(value) = result.get("structuredContent") {
+        return Ok(value.clone());
+    }
+    Ok(Value::Array(content))
+}
+
+/// The readable text of an error result.
+fn error_text(content: &[Value], structured: Option<&Value>) -> String {
+    let parts: Vec<String> = content
+        .iter()
+        .map(|block| {
+            let kind = block
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            match (kind, block.get("text").and_then(Value::as_str)) {
+                ("text", Some(text)) => text.to_owned(),
+                _ => format!("[{kind} block]"),
+            }
+        })
+        .filter(|text| !text.trim().is_empty())
+        .collect();
+    if !parts.is_empty() {
+        return parts.join("\n");
+    }
+    match structured {
+        Some(value) if !value.is_null() => value.to_string(),
+        _ => "the tool reported an error without a message".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The mapping rules on hand-written results.
+
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    #[test]
+    fn content_array_is_the_raw_result() {
+        let result = json!({ "content": [
+            { "type": "text", "text": "here" },
+            { "type": "image", "data": "AAAA", "mimeType": "image/png" }
+        ]});
+        let raw = map_call_result(&result, false).unwrap();
+        assert_eq!(raw[1]["type"], "image");
+        assert_eq!(raw.as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn structured_content_wins_only_with_an_output_schema() {
+        let result = json!({
+            "content": [{ "type": "text", "text": "{\"sum\":3}" }],
+            "structuredContent": { "sum": 3 }
+        });
+        assert_eq!(map_call_result(&result, true).unwrap(), json!({ "sum": 3 }));
+        assert_eq!(
+            map_call_result(&result, false).unwrap(),
+            json!([{ "type": "text", "text": "{\"sum\":3}" }])
+        );
+        // A tool with a schema that sent no structured value still returns its content.
+        let plain = json!({ "content": [{ "type": "text", "text": "x" }] });
+        assert_eq!(map_call_result(&plain, true).unwrap()[0]["text"], "x");
+    }
+
+    #[test]
+    fn errors_read_as_text() {
+        let result = json!({ "isError": true, "content": [
+            { "type": "text", "text": "bad input" },
+            { "type": "image", "data": "AAAA", "mimeType": "image/png" }
+        ]});
+        assert_eq!(
+            map_call_result(&result, false).unwrap_err(),
+            "bad input\n[image block]"
+        );
+        let empty = json!({ "isError": true, "content": [] });
+        assert_eq!(
+            map_call_result(&empty, false).unwrap_err(),
+            "the tool reported an error without a message"
+        );
+        let only_structured = json!({ "isError": true, "structuredContent": { "code": 7 } });
+        assert_eq!(
+            map_call_result(&only_structured, true).unwrap_err(),
+            "{\"code\":7}"
+        );
+    }
+
+    fn block() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            ".{0,20}".prop_map(|text| json!({ "type": "text", "text": text })),
+            "[A-Za-z0-9+/]{0,16}"
+                .prop_map(|data| json!({ "type": "image", "mimeType": "image/png", "data": data })),
+            ".{0,20}".prop_map(|uri| json!({ "type": "resource_link", "uri": uri })),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// The content array passes through unchanged, and an error always has a message.
+        #[test]
+        fn cm2_content_passes_through_and_errors_read(
+            content in prop::collection::vec(block(), 0..6),
+            structured in any::<bool>(),
+        ) {
+            let result = json!({ "content": content.clone() });
+            prop_assert_eq!(map_call_result(&result, structured), Ok(Value::Array(content.clone())));
+            let failed = json!({ "content": content, "isError": true });
+            let message = map_call_result(&failed, structured).unwrap_err();
+            prop_assert!(!message.trim().is_empty());
+        }
+    }
+
+    #[test]
+    fn missing_content_is_an_empty_array() {
+        assert_eq!(map_call_result(&json!({}), false).unwrap(), json!([]));
+    }
+}
