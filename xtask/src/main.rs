@@ -4,6 +4,8 @@
 //!   with `INSTA_UPDATE=no` (the tidy checks are ordinary tests in this crate).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
+//! - `cargo xtask tools`: installs the pinned external peers the tests run against
+//!   (`@modelcontextprotocol/server-everything` from npm) into the git-ignored `.tools/`.
 
 #![allow(clippy::print_stdout)] // xtask is a command: its table goes to stdout.
 
@@ -15,10 +17,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
-        Some("test") => test(),
+        Some("test") => tools().and_then(|()| test()),
+        Some("tools") => tools(),
         Some("bench") => bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask ci | test | bench [FILTER]");
+            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools");
             return ExitCode::from(2);
         }
     };
@@ -64,7 +67,46 @@ fn ci() -> Result<(), String> {
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    tools()?;
     test()
+}
+
+/// The MCP reference server's pinned version (the MCP tests and `examples/mcp-everything.yaml`
+/// run it).
+const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+
+/// Installs the pinned npm peers into `.tools/` unless the same version is already there.
+fn tools() -> Result<(), String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    let dir = root.join(".tools");
+    let manifest = dir.join("node_modules/@modelcontextprotocol/server-everything/package.json");
+    let version = EVERYTHING.rsplit('@').next().unwrap_or_default();
+    let installed = std::fs::read_to_string(&manifest)
+        .is_ok_and(|text| text.contains(&format!("\"version\": \"{version}\"")));
+    if installed {
+        return Ok(());
+    }
+    eprintln!("$ npm install --prefix .tools {EVERYTHING}");
+    let status = Command::new("npm")
+        .args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--save-exact",
+            "--prefix",
+        ])
+        .arg(&dir)
+        .arg(EVERYTHING)
+        .status()
+        .map_err(|e| format!("cannot run npm (Node.js is needed for the MCP tests): {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("npm install {EVERYTHING} failed ({status})"))
+    }
 }
 
 fn test() -> Result<(), String> {

@@ -8,6 +8,7 @@
 //!   so the runtime and the transcript read one clock and reruns are byte-identical.
 //! * [`interpolate`] resolves `${c1.continue.url}` references and `{ $continue: c1 }` inputs
 //!   against earlier events.
+//! * [`chat`] is `ishiki chat`: a live session against an OpenAI- or Anthropic-style endpoint.
 //! * [`runner`] drives the real runtime with the scripted model; [`fixture_tools`] holds the
 //!   fixture tools, dynamic `example://` schemes, scripted vision model and recording platform.
 //! * [`transcript`] holds the event types and the JSON Lines writer; [`pretty`] renders the
@@ -40,6 +41,7 @@
 //! assert_eq!(out.into_inner(), b"{\"event\":\"end\",\"steps\":2}\n");
 //! ```
 
+pub mod chat;
 pub mod clock;
 pub mod fixture_tools;
 pub mod fixtures;

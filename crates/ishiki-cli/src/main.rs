@@ -1,9 +1,11 @@
-//! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`.
+//! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`
+//! and `ishiki chat --profile P --models M [--state DIR]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use ishiki_cli::chat::{self, ChatOptions};
 use ishiki_cli::runner::{self, RunOptions};
 use ishiki_cli::transcript::Format;
 use ishiki_core::WorkerSpawn;
@@ -21,6 +23,29 @@ enum Command {
     /// Scripted conversations against the real pipeline.
     #[command(subcommand)]
     Scenario(ScenarioCommand),
+    /// A live session against a configured model: each line on standard input is a user
+    /// message; the model runs steps with the real tools until it answers.
+    Chat {
+        /// The profile (YAML, SPEC §1).
+        #[arg(long, value_name = "FILE")]
+        profile: PathBuf,
+        /// The models document; the main model needs `provider` (openai | anthropic),
+        /// `baseUrl`, `model` and usually `apiKeyEnv`.
+        #[arg(long, value_name = "FILE")]
+        models: PathBuf,
+        /// The model that answers (default: `main`, or the only model).
+        #[arg(long, value_name = "NAME")]
+        main: Option<String>,
+        /// History, artifacts and assets; the session resumes from it.
+        #[arg(long, value_name = "DIR", default_value = ".ishiki")]
+        state: PathBuf,
+        /// The sandbox workspace root (default: <state>/workspace).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// At most this many model requests per user message.
+        #[arg(long, default_value_t = 25)]
+        max_steps: u32,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,6 +98,34 @@ fn main() -> ExitCode {
             let stdout = std::io::stdout();
             let stderr = std::io::stderr();
             let exit = runner::run(&options, &mut stdout.lock(), &mut stderr.lock());
+            ExitCode::from(exit as u8)
+        }
+        Command::Chat {
+            profile,
+            models,
+            main,
+            state,
+            workspace,
+            max_steps,
+        } => {
+            let options = ChatOptions {
+                profile,
+                models,
+                main,
+                state,
+                workspace,
+                max_steps,
+                worker: WorkerSpawn::CurrentExe,
+            };
+            let stdin = std::io::stdin();
+            let stdout = std::io::stdout();
+            let stderr = std::io::stderr();
+            let exit = chat::run(
+                &options,
+                &mut stdin.lock(),
+                &mut stdout.lock(),
+                &mut stderr.lock(),
+            );
             ExitCode::from(exit as u8)
         }
     }

@@ -120,6 +120,7 @@ struct Runner<'a> {
     platform: Arc<RecordingPlatform>,
     vision: Arc<ScriptedVision>,
     examples: Arc<ExampleScheme>,
+    mcp_tools: Vec<Arc<dyn ishiki_core::Tool>>,
 }
 
 impl<'a> Runner<'a> {
@@ -140,6 +141,7 @@ impl<'a> Runner<'a> {
             platform: Arc::new(RecordingPlatform::default()),
             vision: Arc::new(ScriptedVision::new(answers)),
             examples: Arc::new(ExampleScheme::default()),
+            mcp_tools: Vec::new(),
         }
     }
 
@@ -198,6 +200,9 @@ impl<'a> Runner<'a> {
             .codemode_worker(self.options.worker.clone())
             .codemode_timeout(Duration::from_secs(10))
             .durability(ishiki_core::Durability::Normal);
+        for tool in &self.mcp_tools {
+            builder = builder.tool(tool.clone());
+        }
         for tool in &self.scenario.tools {
             builder = match tool {
                 ToolSpec::Fixture { tool, resident } => {
@@ -225,7 +230,7 @@ impl<'a> Runner<'a> {
         builder.build().map_err(failed)
     }
 
-    async fn run<W: Write>(self, writer: &mut TranscriptWriter<W>) -> Result<Exit, RunError> {
+    async fn run<W: Write>(mut self, writer: &mut TranscriptWriter<W>) -> Result<Exit, RunError> {
         let assembled = Profile::from_value(&self.scenario.profile).and_then(|profile| {
             let models = ModelsDoc::from_value(&self.scenario.models)?;
             assemble(profile, models, &self.scenario.main_model)
@@ -244,6 +249,33 @@ impl<'a> Runner<'a> {
             }
         };
         self.write_fixtures()?;
+        // MCP servers the profile declares start once and outlive `restart` steps, like any
+        // external process would; a relative `cwd` is relative to the scenario file.
+        let mut configs = ishiki_mcp::McpServerConfig::from_profile(&assembly.profile);
+        for config in &mut configs {
+            config.cwd = Some(match config.cwd.take() {
+                Some(cwd) if cwd.is_relative() => self.scenario.base_dir.join(cwd),
+                Some(cwd) => cwd,
+                None => self.scenario.base_dir.clone(),
+            });
+        }
+        let (tools, errors) = ishiki_mcp::connect_all(&configs).await;
+        if !errors.is_empty() {
+            let message = errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            self.emit(
+                writer,
+                Event::Error(ErrorEvent {
+                    code: "mcp_server_failed".to_owned(),
+                    message,
+                }),
+            )?;
+            return Ok(Exit::Failed);
+        }
+        self.mcp_tools = tools;
         let mut runtime = self.build(assembly.clone())?;
         let mut model_steps = 0u64;
         // With --state a scenario may run again on its own history: a message id already used

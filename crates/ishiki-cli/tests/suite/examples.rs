@@ -518,3 +518,41 @@ fn shared_checker_passes() {
     );
     assert!(stdout.contains("3 passed, 0 failed"), "{stdout}");
 }
+
+#[test]
+fn mcp_everything() {
+    // The server is installed by `cargo xtask tools` (part of `cargo xtask ci`).
+    let entry =
+        root().join(".tools/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.is_file(),
+        "run `cargo xtask tools` first: {} is missing",
+        entry.display()
+    );
+    let t = check("mcp-everything");
+    assert!(
+        t.text("c1").contains("everything_get-tiny-image"),
+        "TS-5: MCP tools join the pool"
+    );
+    let png = t.attachment("c2", 0);
+    assert!(
+        png.starts_with("artifact://everything_get-tiny-image/") && png.ends_with(".png"),
+        "{png}"
+    );
+    assert_eq!(t.result("c2")["attachments"][0]["lifetime"], "once");
+    assert_eq!(
+        t.images(3),
+        vec![png.clone()],
+        "the direct call's image is embedded once"
+    );
+    assert_eq!(
+        t.result("c3")["attachments"][0]["lifetime"],
+        "recent",
+        "CM-6 on an MCP block"
+    );
+    assert_eq!(t.images(4), vec![t.attachment("c3", 0)]);
+    assert!(
+        t.is_error("c5") && t.text("c5").contains("resourceId"),
+        "isError stays readable"
+    );
+}

@@ -1,5 +1,6 @@
 //! The suites: every example scenario end to end, and the runner's error exits.
 
+mod chat;
 mod errors;
 mod examples;
 
