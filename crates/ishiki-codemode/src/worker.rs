@@ -1,0 +1,197 @@
+//! Worker mode: a process that builds one engine, runs one program, and exits (SEC-1).
+//!
+//! The host starts a binary with the `ISHIKI_CODEMODE_WORKER` environment variable holding the
+//! engine configuration; [`run_if_worker`] notices it, applies the OS limits, builds the engine
+//! on a thread with a large stack, says `ready`, and then serves exactly one program over
+//! stdin/stdout as JSON lines.
+
+use crate::config::EngineConfig;
+use crate::engine::{Engine, Link, Reply};
+use crate::error::{CodemodeError, ErrorKind};
+use crate::protocol::{ToEngine, ToHost, WORKER_ENV, call_line, done_line, line};
+use std::io::{BufRead, BufReader, Stdin, Stdout, Write};
+
+/// If this process was started as a codemode worker, serves one program and exits; otherwise
+/// returns at once.
+///
+/// Call it first thing in `main()` of any binary used with
+/// [`WorkerSpawn::CurrentExe`](crate::WorkerSpawn::CurrentExe):
+///
+/// ```no_run
+/// // The first line of `main()`:
+/// ishiki_codemode::run_if_worker();
+/// // … then the host program as usual.
+/// ```
+pub fn run_if_worker() {
+    let Ok(config) = std::env::var(WORKER_ENV) else {
+        return;
+    };
+    let code = serve(&config);
+    std::process::exit(code);
+}
+
+fn send(out: &mut Stdout, text: &str) -> bool {
+    let mut out = out.lock();
+    out.write_all(text.as_bytes()).is_ok() && out.flush().is_ok()
+}
+
+fn fail(out: &mut Stdout, error: &CodemodeError) {
+    send(
+        out,
+        &line(&ToHost::Failed {
+            kind: error.kind(),
+            message: error.message().to_owned(),
+        }),
+    );
+}
+
+fn serve(config_json: &str) -> i32 {
+    let mut out = std::io::stdout();
+    let config: EngineConfig = match serde_json::from_str(config_json) {
+        Ok(config) => config,
+        Err(e) => {
+            fail(
+                &mut out,
+                &CodemodeError::new(ErrorKind::Worker, format!("bad worker configuration: {e}")),
+            );
+            return 2;
+        }
+    };
+    if let Err(e) = crate::os::apply_limits(config.memory_bytes, config.cpu_seconds) {
+        fail(
+            &mut out,
+            &CodemodeError::new(ErrorKind::Worker, format!("cannot limit the worker: {e}")),
+        );
+        return 2;
+    }
+    let stack = config.stack_bytes;
+    let thread = std::thread::Builder::new()
+        .name("codemode".to_owned())
+        .stack_size(stack)
+        .spawn(move || serve_one(&config));
+    match thread.map(std::thread::JoinHandle::join) {
+        Ok(Ok(code)) => code,
+        Ok(Err(panic)) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            let kind = if message.contains("capacity overflow") || message.contains("alloc") {
+                ErrorKind::Memory
+            } else {
+                ErrorKind::Worker
+            };
+            let text = if kind == ErrorKind::Memory {
+                format!("the program ran out of memory ({message})")
+            } else {
+                format!("the engine failed: {}", crate::tool::clip(&message, 200))
+            };
+            fail(&mut out, &CodemodeError::new(kind, text));
+            3
+        }
+        Err(e) => {
+            fail(
+                &mut out,
+                &CodemodeError::new(
+                    ErrorKind::Worker,
+                    format!("cannot start the engine thread: {e}"),
+                ),
+            );
+            2
+        }
+    }
+}
+
+fn serve_one(config: &EngineConfig) -> i32 {
+    let mut out = std::io::stdout();
+    crate::engine::warm_up(config);
+    let mut engine = match Engine::new(config) {
+        Ok(engine) => engine,
+        Err(error) => {
+            fail(&mut out, &error);
+            return 2;
+        }
+    };
+    if !send(&mut out, &line(&ToHost::Ready)) {
+        return 0;
+    }
+    let mut input = BufReader::new(std::io::stdin());
+    let mut text = String::new();
+    // End of input before a program: the host let this warm worker go.
+    if input.read_line(&mut text).unwrap_or(0) == 0 {
+        return 0;
+    }
+    let (code, tools) = match serde_json::from_str::<ToEngine>(&text) {
+        Ok(ToEngine::Run {
+            code,
+            tools,
+            clock_ms,
+        }) => {
+            engine.set_clock(clock_ms);
+            (code, tools)
+        }
+        Ok(ToEngine::Reply { .. }) | Err(_) => {
+            fail(
+                &mut out,
+                &CodemodeError::new(ErrorKind::Worker, "the worker expected a program"),
+            );
+            return 2;
+        }
+    };
+    let link = PipeLink {
+        input,
+        out: std::io::stdout(),
+        line: String::new(),
+    };
+    let result = engine.run(&code, &tools, Box::new(link));
+    match result {
+        Ok(json) => send(&mut out, &done_line(&json)),
+        Err(error) => {
+            fail(&mut out, &error);
+            true
+        }
+    };
+    // Leave without dropping the engine: freeing a large heap only delays the exit.
+    std::process::exit(0);
+}
+
+/// The engine's link over the worker's own stdin and stdout.
+struct PipeLink {
+    input: BufReader<Stdin>,
+    out: Stdout,
+    line: String,
+}
+
+impl Link for PipeLink {
+    fn console(&mut self, line: &str) -> bool {
+        send(
+            &mut self.out,
+            &crate::protocol::line(&ToHost::Console {
+                line: line.to_owned(),
+            }),
+        )
+    }
+
+    fn call(&mut self, id: u64, tool: &str, input_json: &str) -> bool {
+        send(&mut self.out, &call_line(id, tool, input_json))
+    }
+
+    fn reply(&mut self) -> Option<Reply> {
+        self.line.clear();
+        match self.input.read_line(&mut self.line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => match serde_json::from_str::<ToEngine>(&self.line) {
+                Ok(ToEngine::Reply { id, ok, err }) => Some(Reply {
+                    id,
+                    result: match (ok, err) {
+                        (_, Some(message)) => Err(message),
+                        (Some(value), None) => Ok(value),
+                        (None, None) => Ok(serde_json::Value::Null),
+                    },
+                }),
+                Ok(ToEngine::Run { .. }) | Err(_) => None,
+            },
+        }
+    }
+}

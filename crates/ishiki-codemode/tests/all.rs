@@ -1,0 +1,4 @@
+//! The crate's one integration-test binary (`tests/suite/*`).
+
+mod corpus;
+mod suite;

@@ -1,0 +1,8 @@
+//! Integration tests, one module per area; test names cite requirement IDs.
+
+mod attachments;
+mod cm;
+mod fast_paths;
+mod hostile;
+mod memory;
+mod support;
