@@ -1283,8 +1283,10 @@ impl Runtime {
             .unwrap_or_default();
         let callable =
             builtin::callable_tools(&self.shared, &self.tools, &self.validators, context);
+        // Date.now() in the program is the runtime's clock, so scenario runs stay deterministic.
+        let clock_ms = crate::clock::unix_millis(self.shared.clock.now());
         let outcome = sandbox
-            .run(code, callable)
+            .run_at(code, callable, clock_ms)
             .await
             .map_err(|e| ToolError::new(e.to_string()))?;
         let (display, lifetimes) = builtin::codemode_display(&self.shared, outcome).await;
