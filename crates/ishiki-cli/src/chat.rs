@@ -129,7 +129,10 @@ fn run_inner(
         .workspace_root(&workspace)
         .clock(Arc::new(SystemClock))
         .codemode_worker(options.worker.clone())
-        .codemode_timeout(Duration::from_secs(30))
+        .codemode_limits(ishiki_core::Limits {
+            timeout: Duration::from_secs(30),
+            ..ishiki_core::Limits::default()
+        })
         .build()
         .map_err(|e| failed(&e))?;
     let mut line = String::new();

@@ -39,7 +39,7 @@ enum Command {
         /// History, artifacts and assets; the session resumes from it.
         #[arg(long, value_name = "DIR", default_value = ".ishiki")]
         state: PathBuf,
-        /// The sandbox workspace root (default: <state>/workspace).
+        /// The sandbox workspace root (default: `STATE/workspace`).
         #[arg(long, value_name = "DIR")]
         workspace: Option<PathBuf>,
         /// At most this many model requests per user message.

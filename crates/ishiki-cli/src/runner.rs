@@ -198,7 +198,13 @@ impl<'a> Runner<'a> {
             .vision(self.vision.clone())
             .scheme(self.examples.clone())
             .codemode_worker(self.options.worker.clone())
-            .codemode_timeout(Duration::from_secs(10))
+            // The instruction budget must end a spinning program long before the wall clock
+            // does, whatever the machine's load, or the transcript would depend on timing.
+            .codemode_limits(ishiki_core::Limits {
+                timeout: Duration::from_secs(60),
+                instruction_budget: 200_000_000,
+                ..ishiki_core::Limits::default()
+            })
             .durability(ishiki_core::Durability::Normal);
         for tool in &self.mcp_tools {
             builder = builder.tool(tool.clone());

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ishiki_codemode::{Sandbox, SandboxConfig, WorkerSpawn};
+use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn};
 use ishiki_outlet::{Budget, Display, Emitted, Outlet};
 use ishiki_projection::{
     AttachmentConfig, AttachmentContent, AttachmentRecord, DeliveryState, Lifetime, PendingChange,
@@ -92,7 +92,7 @@ pub struct RuntimeBuilder {
     worker: WorkerSpawn,
     durability: Durability,
     budget: Budget,
-    codemode_timeout: Option<Duration>,
+    codemode_limits: Option<Limits>,
 }
 
 impl RuntimeBuilder {
@@ -151,9 +151,10 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The codemode wall-clock limit.
-    pub fn codemode_timeout(mut self, timeout: Duration) -> Self {
-        self.codemode_timeout = Some(timeout);
+    /// The codemode limits (wall clock, memory, instruction budget, sizes); default
+    /// [`Limits::default`].
+    pub fn codemode_limits(mut self, limits: Limits) -> Self {
+        self.codemode_limits = Some(limits);
         self
     }
 
@@ -288,7 +289,7 @@ impl Runtime {
             worker: WorkerSpawn::CurrentExe,
             durability: Durability::Full,
             budget: Budget::default(),
-            codemode_timeout: None,
+            codemode_limits: None,
         }
     }
 
@@ -441,8 +442,8 @@ impl Runtime {
                 worker: b.worker,
                 ..SandboxConfig::default()
             };
-            if let Some(timeout) = b.codemode_timeout {
-                config.limits.timeout = timeout;
+            if let Some(limits) = b.codemode_limits {
+                config.limits = limits;
             }
             Some(Sandbox::new(config))
         } else {
