@@ -323,9 +323,7 @@ impl<'a> Runner<'a> {
                 Step::Model(model) => {
                     model_steps += 1;
                     let prepared = runtime.prepare().map_err(failed)?;
-                    let request = serde_json::to_value(&prepared.request)
-                        .and_then(serde_json::from_value)
-                        .map_err(failed)?;
+                    let request = prepared.request.clone();
                     self.emit(
                         writer,
                         Event::Request(RequestEvent {

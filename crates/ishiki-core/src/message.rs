@@ -19,6 +19,18 @@ pub enum Role {
     Tool,
 }
 
+impl Role {
+    /// The role as the wire shape writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
 /// One message of a request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
