@@ -717,6 +717,26 @@ fn install_tools(context: &mut Context, tools: &[String]) -> JsResult<()> {
             .build();
         object.create_data_property_or_throw(JsString::from(name.as_str()), function, context)?;
     }
+    // `finish` and `wait` exist only as direct calls (CM-4): say so instead of "not a function".
+    for name in crate::tool::RESERVED_TOOL_NAMES {
+        let function =
+            NativeFunction::from_copy_closure_with_captures(reserved_tool, JsString::from(name));
+        let function = FunctionObjectBuilder::new(context.realm(), function)
+            .name(JsString::from(name))
+            .length(1)
+            .constructor(false)
+            .build();
+        // Not enumerable: `Object.keys(tools)` lists what a program can call.
+        object.define_property_or_throw(
+            JsString::from(name),
+            PropertyDescriptor::builder()
+                .value(function)
+                .writable(false)
+                .enumerable(false)
+                .configurable(false),
+            context,
+        )?;
+    }
     context.global_object().define_property_or_throw(
         JsString::from("tools"),
         PropertyDescriptor::builder()
@@ -727,6 +747,21 @@ fn install_tools(context: &mut Context, tools: &[String]) -> JsResult<()> {
         context,
     )?;
     Ok(())
+}
+
+/// `tools.finish` / `tools.wait`: direct-only tools, refused with a message that says why.
+fn reserved_tool(
+    _this: &JsValue,
+    _args: &[JsValue],
+    name: &JsString,
+    _context: &mut Context,
+) -> JsResult<JsValue> {
+    let tool = name.to_std_string_lossy();
+    Err(JsNativeError::typ()
+        .with_message(format!(
+            "tools.{tool} cannot be called from a program: {tool} is a direct call only; return what the next step needs and call {tool} directly"
+        ))
+        .into())
 }
 
 /// Tool calls a program may have waiting for results at once: enough for any `Promise.all`

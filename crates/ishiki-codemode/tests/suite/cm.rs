@@ -245,11 +245,15 @@ async fn cm4_finish_and_wait_are_never_callable() {
     ];
     let result = outcome(
         &sandbox,
-        "return [typeof tools.finish, typeof tools.wait, (await tools.send_message({ text: 'hi' })).sent]",
+        "let refused = '';\ntry { await tools.finish({}); } catch (e) { refused = e.message; }\nreturn [Object.keys(tools), refused, (await tools.send_message({ text: 'hi' })).sent]",
         tools,
     )
     .await;
-    assert_eq!(result, r#"ok ["undefined","undefined",true]"#);
+    // The given finish/wait never run; the names answer with why (direct calls only).
+    assert_eq!(
+        result,
+        r#"ok [["send_message"],"tools.finish cannot be called from a program: finish is a direct call only; return what the next step needs and call finish directly",true]"#
+    );
 }
 
 #[tokio::test]
