@@ -1,7 +1,6 @@
 //! The built-in tools: `read` (READ-*, VIS-*), `search` (TS-1), `codemode` (CM-*),
 //! `send_message` (SEND-*), `finish` and `wait` (direct only, CM-4).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -104,6 +103,18 @@ pub(crate) fn callable_from_program(name: &str) -> bool {
     !matches!(name, "codemode" | "finish" | "wait")
 }
 
+/// The definition of a built-in tool: always resident, origin `builtin`.
+fn builtin_def(name: &str, description: &str, input_schema: Value) -> ToolDef {
+    ToolDef {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        input_schema,
+        output_schema: None,
+        resident: true,
+        origin: Some("builtin".to_owned()),
+    }
+}
+
 fn string_field<'a>(input: &'a Value, key: &str) -> &'a str {
     input.get(key).and_then(Value::as_str).unwrap_or_default()
 }
@@ -182,14 +193,11 @@ pub(crate) fn read_schema(offer_lifetime: bool) -> Value {
 #[async_trait]
 impl Tool for ReadTool {
     fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "read".to_owned(),
-            description: "Read a resource by URL: text comes back in pages (follow the [Continue …] line for more), images and audio as attachments.".to_owned(),
-            input_schema: read_schema(self.shared.image_input && !self.for_program),
-            output_schema: None,
-            resident: true,
-            origin: Some("builtin".to_owned()),
-        }
+        builtin_def(
+            "read",
+            "Read a resource by URL: text comes back in pages (follow the [Continue …] line for more), images and audio as attachments.",
+            read_schema(self.shared.image_input && !self.for_program),
+        )
     }
 
     async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
@@ -372,10 +380,10 @@ impl SearchTool {
 #[async_trait]
 impl Tool for SearchTool {
     fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "search".to_owned(),
-            description: "Find more tools by what they do. Matching tools become callable from the next step on. `select:NAME` loads a tool by its exact name.".to_owned(),
-            input_schema: json!({
+        builtin_def(
+            "search",
+            "Find more tools by what they do. Matching tools become callable from the next step on. `select:NAME` loads a tool by its exact name.",
+            json!({
                 "type": "object",
                 "properties": {
                     "query": { "type": "string", "description": "What the tool should do, or select:NAME" },
@@ -384,10 +392,7 @@ impl Tool for SearchTool {
                 "required": ["query"],
                 "additionalProperties": false
             }),
-            output_schema: None,
-            resident: true,
-            origin: Some("builtin".to_owned()),
-        }
+        )
     }
 
     async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
@@ -468,19 +473,16 @@ To show media, return { ..., attachments: [item, ...] } where an item is an MCP 
 #[async_trait]
 impl Tool for CodemodeTool {
     fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "codemode".to_owned(),
-            description: self.description.clone(),
-            input_schema: json!({
+        builtin_def(
+            "codemode",
+            &self.description,
+            json!({
                 "type": "object",
                 "properties": { "code": { "type": "string", "description": "The program" } },
                 "required": ["code"],
                 "additionalProperties": false
             }),
-            output_schema: None,
-            resident: true,
-            origin: Some("builtin".to_owned()),
-        }
+        )
     }
 
     async fn execute(&self, _input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
@@ -528,8 +530,7 @@ impl CallableTool for ProgramTool {
 /// `wait`; `read` without `lifetime` (READ-2).
 pub(crate) fn callable_tools(
     shared: &Arc<Shared>,
-    tools: &[Arc<dyn Tool>],
-    _validators: &HashMap<String, Arc<jsonschema::Validator>>,
+    tools: &[(ToolDef, Arc<dyn Tool>)],
     context: &ToolContext,
 ) -> Vec<Arc<dyn CallableTool>> {
     let available: Vec<String> = shared
@@ -543,10 +544,9 @@ pub(crate) fn callable_tools(
         if !callable_from_program(&name) {
             continue;
         }
-        let Some(tool) = tools.iter().find(|t| t.definition().name == name) else {
+        let Some((def, tool)) = tools.iter().find(|(d, _)| d.name == name) else {
             continue;
         };
-        let def = tool.definition();
         let (tool, input_schema): (Arc<dyn Tool>, Value) = if name == "read" {
             (
                 Arc::new(ReadTool::new(shared.clone(), true)),
@@ -558,7 +558,7 @@ pub(crate) fn callable_tools(
         let output_schema = if name == "read" {
             Some(read_output_schema())
         } else {
-            def.output_schema
+            def.output_schema.clone()
         };
         out.push(Arc::new(ProgramTool {
             tool,
@@ -659,10 +659,10 @@ const SEND_SCHEMES: [&str; 4] = ["asset", "artifact", "local", "workspace"];
 #[async_trait]
 impl Tool for SendMessageTool {
     fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "send_message".to_owned(),
-            description: "Send messages to the user. In element mode, images go inline as <img src=\"URL\"/> with an asset://, artifact://, local:// or workspace:// URL; an image that cannot be sent is removed and reported.".to_owned(),
-            input_schema: json!({
+        builtin_def(
+            "send_message",
+            "Send messages to the user. In element mode, images go inline as <img src=\"URL\"/> with an asset://, artifact://, local:// or workspace:// URL; an image that cannot be sent is removed and reported.",
+            json!({
                 "type": "object",
                 "properties": {
                     "messages": { "type": "array", "items": { "type": "string" }, "minItems": 1 },
@@ -671,10 +671,7 @@ impl Tool for SendMessageTool {
                 "required": ["messages"],
                 "additionalProperties": false
             }),
-            output_schema: None,
-            resident: true,
-            origin: Some("builtin".to_owned()),
-        }
+        )
     }
 
     async fn execute(&self, input: Value, context: &ToolContext) -> Result<Value, ToolError> {
@@ -803,64 +800,62 @@ fn attribute(tag: &str, name: &str) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // finish / wait
 
-/// `finish({ summary? })`: the model says the task is done. Direct only (CM-4).
+/// `finish({ summary? })` and `wait({ reason? })`: the model ends the task or waits for the
+/// next message. Direct only (CM-4); they record the model's intent and change nothing else.
 #[derive(Debug)]
-pub(crate) struct FinishTool;
+pub(crate) struct ControlTool {
+    name: &'static str,
+    description: &'static str,
+    /// The one optional text field of the input (`summary` or `reason`).
+    field: &'static str,
+    /// The flag the raw result sets (`finished` or `waiting`).
+    flag: &'static str,
+    /// What the model reads back.
+    reply: &'static str,
+}
 
-#[async_trait]
-impl Tool for FinishTool {
-    fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "finish".to_owned(),
-            description: "End the current task. Call it when the user's request is done."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": { "summary": { "type": "string" } },
-                "additionalProperties": false
-            }),
-            output_schema: None,
-            resident: true,
-            origin: Some("builtin".to_owned()),
+impl ControlTool {
+    pub(crate) fn finish() -> Self {
+        Self {
+            name: "finish",
+            description: "End the current task. Call it when the user's request is done.",
+            field: "summary",
+            flag: "finished",
+            reply: "Finished.",
         }
     }
 
-    async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
-        Ok(json!({ "finished": true, "summary": string_field(&input, "summary") }))
-    }
-
-    fn to_model_output(&self, _raw: &Value) -> Display {
-        Display::text("Finished.")
+    pub(crate) fn wait() -> Self {
+        Self {
+            name: "wait",
+            description: "Wait for the user's next message before going on.",
+            field: "reason",
+            flag: "waiting",
+            reply: "Waiting for the next message.",
+        }
     }
 }
 
-/// `wait({ reason? })`: the model waits for the next message. Direct only (CM-4).
-#[derive(Debug)]
-pub(crate) struct WaitTool;
-
 #[async_trait]
-impl Tool for WaitTool {
+impl Tool for ControlTool {
     fn definition(&self) -> ToolDef {
-        ToolDef {
-            name: "wait".to_owned(),
-            description: "Wait for the user's next message before going on.".to_owned(),
-            input_schema: json!({
+        builtin_def(
+            self.name,
+            self.description,
+            json!({
                 "type": "object",
-                "properties": { "reason": { "type": "string" } },
+                "properties": { self.field: { "type": "string" } },
                 "additionalProperties": false
             }),
-            output_schema: None,
-            resident: true,
-            origin: Some("builtin".to_owned()),
-        }
+        )
     }
 
     async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
-        Ok(json!({ "waiting": true, "reason": string_field(&input, "reason") }))
+        Ok(json!({ self.flag: true, self.field: string_field(&input, self.field) }))
     }
 
     fn to_model_output(&self, _raw: &Value) -> Display {
-        Display::text("Waiting for the next message.")
+        Display::text(self.reply)
     }
 }
 

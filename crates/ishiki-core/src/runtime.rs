@@ -257,7 +257,8 @@ struct CatalogBlob {
 pub struct Runtime {
     shared: Arc<Shared>,
     outlet: Outlet,
-    tools: Vec<Arc<dyn Tool>>,
+    /// Every registered tool with its definition, read once at start (definitions are fixed).
+    tools: Vec<(ToolDef, Arc<dyn Tool>)>,
     validators: HashMap<String, Arc<jsonschema::Validator>>,
     sandbox: Option<Sandbox>,
     store: Box<dyn HistoryStore>,
@@ -346,8 +347,8 @@ impl Runtime {
         }
         let codemode_index = codemode_on.then_some(tools.len());
         tools.push(Arc::new(builtin::SendMessageTool::new(shared.clone())));
-        tools.push(Arc::new(builtin::FinishTool));
-        tools.push(Arc::new(builtin::WaitTool));
+        tools.push(Arc::new(builtin::ControlTool::finish()));
+        tools.push(Arc::new(builtin::ControlTool::wait()));
         tools.extend(b.tools);
         if let Some(index) = codemode_index {
             // The codemode description lists the signatures of the resident callable tools; it
@@ -453,7 +454,7 @@ impl Runtime {
         let mut runtime = Self {
             shared,
             outlet: Outlet::new(artifacts).with_budget(b.budget),
-            tools,
+            tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
             validators,
             sandbox,
             store: Box::new(store),
@@ -996,9 +997,8 @@ impl Runtime {
                 let schema_of = |name: &str| {
                     self.tools
                         .iter()
-                        .map(|t| t.definition())
-                        .find(|d| d.name == name)
-                        .map(|d| d.input_schema)
+                        .find(|(d, _)| d.name == name)
+                        .map(|(d, _)| d.input_schema.clone())
                 };
                 for segment in text_protocol::parse(text, &schema_of) {
                     let id = format!("s{step}-call{}", planned.len() + 1);
@@ -1151,7 +1151,10 @@ impl Runtime {
     }
 
     fn tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.definition().name == name)
+        self.tools
+            .iter()
+            .find(|(d, _)| d.name == name)
+            .map(|(_, t)| t)
     }
 
     async fn run_call(
@@ -1282,8 +1285,7 @@ impl Runtime {
             .get("code")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let callable =
-            builtin::callable_tools(&self.shared, &self.tools, &self.validators, context);
+        let callable = builtin::callable_tools(&self.shared, &self.tools, context);
         // Date.now() in the program is the runtime's clock, so scenario runs stay deterministic.
         let clock_ms = crate::clock::unix_millis(self.shared.clock.now());
         let outcome = sandbox
