@@ -4,13 +4,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use ishiki_core::{
-    Clock, ManualClock, ModelResponse, ModelsDoc, Profile, Runtime, ToolCall, ToolDef, WorkerSpawn,
+    ManualClock, ModelResponse, ModelsDoc, Profile, Runtime, ToolCall, ToolDef, WorkerSpawn,
     WorkspaceScheme, assemble,
 };
-use serde_json::Value;
 
 use crate::fixture_tools::{
     DeclaredTool, ExampleScheme, RecordingPlatform, ScriptedVision, fixture_tool,
@@ -442,17 +441,6 @@ impl<'a> Runner<'a> {
             }
         }
         self.emit(writer, Event::End(End { steps: model_steps }))?;
-        let _ = self.clock.now();
         Ok(Exit::Ok)
     }
-}
-
-/// The current time of a run's clock as the transcript prints it (for tests).
-pub fn start_time() -> SystemTime {
-    UNIX_EPOCH + START
-}
-
-/// Whether a JSON value is a plain object (used by tests of the runner).
-pub fn is_object(v: &Value) -> bool {
-    v.is_object()
 }
