@@ -635,7 +635,8 @@ fn fatal(context: &Context, failure: CodemodeError) -> JsError {
     PanicError::new("codemode: program stopped by the sandbox").into()
 }
 
-fn define_function(
+/// Defines a non-enumerable, non-constructor native method `name` on `object`.
+pub(super) fn define_function(
     object: &JsObject,
     name: &str,
     length: usize,

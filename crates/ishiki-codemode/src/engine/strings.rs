@@ -9,10 +9,8 @@
 //! JS strings are UTF-16: all positions here are code-unit indices, and Latin-1 strings are
 //! compared unit by unit with UTF-16 ones.
 
-use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::object::builtins::JsArray;
 use boa_engine::object::builtins::JsFunction;
-use boa_engine::property::PropertyDescriptor;
 use boa_engine::string::{JsStr, JsStrVariant};
 use boa_engine::value::IntegerOrInfinity;
 use boa_engine::{Context, JsResult, JsString, JsValue, NativeFunction};
@@ -62,19 +60,11 @@ pub(crate) fn install(context: &mut Context) -> JsResult<()> {
         ("replaceAll", 2, replace_all),
     ];
     for (name, length, function) in methods {
-        let function =
-            FunctionObjectBuilder::new(context.realm(), NativeFunction::from_fn_ptr(function))
-                .name(JsString::from(name))
-                .length(length)
-                .constructor(false)
-                .build();
-        proto.define_property_or_throw(
-            JsString::from(name),
-            PropertyDescriptor::builder()
-                .value(function)
-                .writable(true)
-                .enumerable(false)
-                .configurable(true),
+        super::define_function(
+            &proto,
+            name,
+            length,
+            NativeFunction::from_fn_ptr(function),
             context,
         )?;
     }
