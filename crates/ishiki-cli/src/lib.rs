@@ -1,4 +1,4 @@
-//! `ishiki-cli`: the `ishiki scenario run` runner (SCENARIO.md v1) and its pieces.
+//! `ishiki-cli`: the `ishiki scenario run` runner (docs/scenario-format.md v1) and its pieces.
 //!
 //! * [`scenario`] loads and checks a scenario file; a malformed one yields a
 //!   [`scenario::ScenarioError`] naming the field, line and column (the CLI exits with 2).

@@ -26,7 +26,7 @@ enum Command {
     /// A live session against a configured model: each line on standard input is a user
     /// message; the model runs steps with the real tools until it answers.
     Chat {
-        /// The profile (YAML, SPEC §1).
+        /// The profile (YAML, requirements §1).
         #[arg(long, value_name = "FILE")]
         profile: PathBuf,
         /// The models document; the main model needs `provider` (openai | anthropic),
@@ -50,7 +50,7 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ScenarioCommand {
-    /// Replays a scenario (SCENARIO.md v1) with its scripted model and prints the transcript as
+    /// Replays a scenario (docs/scenario-format.md v1) with its scripted model and prints the transcript as
     /// JSON Lines: what the model received at each step, each tool result, each sent message.
     Run {
         /// The scenario file (YAML).

@@ -15,7 +15,7 @@
 //! - [`Tool`], [`Model`], [`Platform`], [`VisionModel`] and [`Clock`]: what an embedder plugs in;
 //! - [`Profile`], [`ModelsDoc`] and [`assemble`]: profile and `models.yaml` assembly with
 //!   defaults, unknown-key checks and errors that name the key path, line and column
-//!   (SPEC §1, PRO-1..PRO-8);
+//!   (requirements §1, PRO-1..PRO-8);
 //! - [`HistoryStore`] with [`SqliteStore`] (embedded, WAL) and [`MemoryStore`]: atomic batches
 //!   of records, attachment records, delivery state and catalog (PRJ-13, SEC-4);
 //! - [`text_protocol`]: tool calls written in text, for models without native tool calling

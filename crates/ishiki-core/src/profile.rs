@@ -1,4 +1,4 @@
-//! Profile and `models.yaml` assembly (SPEC §1, PRO-1..PRO-8).
+//! Profile and `models.yaml` assembly (requirements §1, PRO-1..PRO-8).
 //!
 //! A profile says which capabilities run (`codemode`, `toolsearch`) and how attachments and
 //! assets behave; `models.yaml` declares what each model accepts. [`assemble`] joins the two

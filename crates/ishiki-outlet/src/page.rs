@@ -214,7 +214,7 @@ pub struct Cut {
 
 impl Cut {
     /// The page text the model sees: the body alone when it is the end of the range, otherwise
-    /// body, `\n`, Continue line (SCENARIO.md "Transcript events").
+    /// body, `\n`, Continue line (docs/scenario-format.md "Transcript events").
     pub fn page_text(&self, text: &str) -> String {
         let body = text.get(..self.body_len).unwrap_or(text);
         match &self.continue_line {

@@ -1,5 +1,5 @@
 //! `ishiki-toolsearch`: the deferred tool pool, search ranking, catalog deltas and TypeScript
-//! signatures of the Ishiki tool-call pipeline (SPEC §3).
+//! signatures of the Ishiki tool-call pipeline (requirements §3).
 //!
 //! An agent with many tools should not send all their definitions with every request. With
 //! toolsearch on, only *resident* tools start in the [`Catalog`]; the others wait in a pool
