@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's checks as one binary (matklad's cargo-xtask pattern).
 //!
-//! - `cargo xtask ci`: fmt check, clippy with `-D warnings`, docs with `-D warnings`, every test
-//!   with `INSTA_UPDATE=no` (the tidy checks are ordinary tests in this crate).
+//! - `cargo xtask ci`: fmt check, clippy with `-D warnings`, docs with `-D warnings`, every
+//!   library crate checked alone (default features and none), packaging, every test with
+//!   `INSTA_UPDATE=no` (the tidy checks, layering and export snapshots are ordinary tests here).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
@@ -11,6 +12,7 @@
 
 use std::process::{Command, ExitCode};
 
+mod guards;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -32,6 +34,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The workspace root (xtask lives one level below it).
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
@@ -67,6 +77,8 @@ fn ci() -> Result<(), String> {
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    guards::check_alone()?;
+    guards::package()?;
     tools()?;
     test()
 }
@@ -77,11 +89,7 @@ const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 
 /// Installs the pinned npm peers into `.tools/` unless the same version is already there.
 fn tools() -> Result<(), String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or_default();
-    let dir = root.join(".tools");
+    let dir = workspace_root().join(".tools");
     let manifest = dir.join("node_modules/@modelcontextprotocol/server-everything/package.json");
     let version = EVERYTHING.rsplit('@').next().unwrap_or_default();
     let installed = std::fs::read_to_string(&manifest)
