@@ -280,7 +280,10 @@ async fn read1_program_gets_the_raw_result_and_a_direct_call_gets_pages_and_atta
     let mut rt = Runtime::builder(assembly("codemode: { enable: true }", "seeing"), dir.path())
         .clock(clock_at(Duration::ZERO))
         .codemode_worker(WorkerSpawn::InProcess)
-        .budget(Budget::new(6, 10_000))
+        .budget(Budget {
+            max_lines: 6,
+            max_units: 10_000,
+        })
         .build()
         .unwrap();
     write_fixtures(&rt);
