@@ -1,5 +1,5 @@
-//! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`
-//! and `ishiki chat --profile P --models M [--state DIR]`.
+//! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`,
+//! `ishiki chat --profile P --models M [--state DIR]` and `ishiki doctor`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +46,9 @@ enum Command {
         #[arg(long, default_value_t = 25)]
         max_steps: u32,
     },
+    /// Starts a codemode worker and prints which confinement layers (no_new_privs, Landlock,
+    /// seccomp) this kernel let it apply.
+    Doctor,
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,6 +82,29 @@ fn main() -> ExitCode {
     ishiki_core::run_if_worker();
     let cli = Cli::parse();
     match cli.command {
+        Command::Doctor => {
+            use std::io::Write;
+            match ishiki_codemode::confinement_report(WorkerSpawn::CurrentExe) {
+                Ok(report) => {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "codemode worker confinement:\n{report}");
+                    let missing = report.layers.iter().filter(|l| !l.enforced).count();
+                    let _ = if missing == 0 {
+                        writeln!(out, "every layer is enforced")
+                    } else {
+                        writeln!(
+                            out,
+                            "{missing} layer(s) not enforced on this kernel; the rlimits and the engine's limits still hold"
+                        )
+                    };
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    let _ = writeln!(std::io::stderr(), "ishiki doctor: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Scenario(ScenarioCommand::Run {
             file,
             state,
