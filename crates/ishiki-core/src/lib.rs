@@ -113,6 +113,7 @@
 
 mod builtin;
 mod clock;
+mod guard;
 mod message;
 mod platform;
 mod profile;
@@ -120,6 +121,7 @@ mod runtime;
 mod store;
 pub mod text_protocol;
 mod tool;
+mod yaml_budget;
 
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
 pub use message::{
@@ -129,7 +131,7 @@ pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, Vis
 pub use profile::{
     Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, AttachmentSection, CleanupSection,
     CodemodeSection, MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelDecl,
-    ModelsDoc, Profile, ToolCalling, ToolsearchSection, VisionTarget, assemble,
+    ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
 };
 pub use runtime::{
     AttachmentInfo, CallReport, InboundImage, Model, Prepared, Runtime, RuntimeBuilder,
@@ -140,6 +142,8 @@ pub use store::{
     StoredAttachment, StoredMessage, StoredState,
 };
 pub use tool::{Tool, ToolContext, ToolError, default_display, is_content_block};
+#[doc(hidden)]
+pub use yaml_budget::yaml_budget_message;
 
 /// Re-exported so tool authors and embedders need no direct dependency for these types.
 pub use ishiki_codemode::{Limits, WorkerSpawn, run_if_worker};

@@ -40,6 +40,37 @@ pub struct Profile {
     /// profile when no server is declared.
     #[serde(skip_serializing_if = "McpSection::is_empty")]
     pub mcp: McpSection,
+    /// `tools`: the deadline and result cap of every tool call (issue 13). Left out of the
+    /// serialized profile while it has its defaults.
+    #[serde(skip_serializing_if = "ToolsSection::is_default")]
+    pub tools: ToolsSection,
+}
+
+/// The `tools` section: limits on every tool call, direct or from a program. Both must be at
+/// least 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsSection {
+    /// `timeoutMs` (default 60000): a call still running after this fails and is abandoned.
+    pub timeout_ms: u64,
+    /// `maxResultBytes` (default 16777216): a raw result larger than this, as JSON, fails.
+    pub max_result_bytes: u64,
+}
+
+impl Default for ToolsSection {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 60_000,
+            max_result_bytes: 16 << 20,
+        }
+    }
+}
+
+impl ToolsSection {
+    /// Whether every value is the default.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// The `codemode` section.
@@ -902,7 +933,15 @@ struct Doc<'s> {
     source: Option<&'s str>,
 }
 
-const ROOT_KEYS: &[&str] = &["codemode", "toolsearch", "attachment", "assets", "mcp"];
+const ROOT_KEYS: &[&str] = &[
+    "codemode",
+    "toolsearch",
+    "attachment",
+    "assets",
+    "mcp",
+    "tools",
+];
+const TOOLS_KEYS: &[&str] = &["timeoutMs", "maxResultBytes"];
 const MCP_KEYS: &[&str] = &["servers"];
 const MCP_SERVER_KEYS: &[&str] = &["command", "args", "env", "cwd", "resident", "timeoutMs"];
 const ENABLE_KEYS: &[&str] = &["enable"];
@@ -977,9 +1016,12 @@ impl Doc<'_> {
             Ok(root) => Ok(spanned_tree(root)),
             Err(error) => {
                 let at = error.location().as_ref().and_then(at_of);
-                let mut problem = error
-                    .without_snippet()
-                    .render_with_formatter(&UserMessageFormatter);
+                let mut problem =
+                    crate::yaml_budget::yaml_budget_message(&error).unwrap_or_else(|| {
+                        error
+                            .without_snippet()
+                            .render_with_formatter(&UserMessageFormatter)
+                    });
                 if let Some((line, column)) = at {
                     // The formatter appends the location; ours goes at the end in our format.
                     let suffix = format!(" at line {line}, column {column}");
@@ -1300,6 +1342,14 @@ impl Doc<'_> {
             }
         }
 
+        let path = root.key("tools");
+        let t = self.section(entries, &root, "tools", TOOLS_KEYS)?;
+        let d = ToolsSection::default();
+        let tools = ToolsSection {
+            timeout_ms: self.uint(t, &path, "timeoutMs", 1, d.timeout_ms)?,
+            max_result_bytes: self.uint(t, &path, "maxResultBytes", 1, d.max_result_bytes)?,
+        };
+
         Ok(Profile {
             codemode,
             toolsearch,
@@ -1309,6 +1359,7 @@ impl Doc<'_> {
                 cleanup,
             },
             mcp: McpSection { servers },
+            tools,
         })
     }
 

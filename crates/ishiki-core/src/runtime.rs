@@ -1194,9 +1194,11 @@ impl Runtime {
                 Vec::new(),
             );
         }
-        if let Some(validator) = self.validators.get(&call.name)
-            && let Some(message) = validation_error(validator, &call.input)
-        {
+        if let Some(message) = crate::guard::imprecise_number(&call.input).or_else(|| {
+            self.validators
+                .get(&call.name)
+                .and_then(|validator| validation_error(validator, &call.input))
+        }) {
             return (
                 failed(format!("invalid input for `{}`: {message}", call.name)),
                 Vec::new(),
@@ -1207,10 +1209,23 @@ impl Runtime {
             step,
             from_program: false,
         };
+        // Every call has a deadline and a result cap (issue 13); a program has its own limits.
+        let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
         let outcome = match call.name.as_str() {
-            "read" => builtin::read_direct(&self.shared, &self.outlet, &call.input).await,
+            "read" => {
+                let read = builtin::read_direct(&self.shared, &self.outlet, &call.input);
+                crate::guard::with_deadline("read", limits, read).await
+            }
             "codemode" => self.run_codemode(&call.input, &context).await,
-            _ => match tool.execute(call.input.clone(), &context).await {
+            _ => match crate::guard::execute(
+                tool.clone(),
+                &call.name,
+                call.input.clone(),
+                &context,
+                limits,
+            )
+            .await
+            {
                 Ok(raw) => {
                     let display = tool.to_model_output(&raw);
                     self.emit(&call.name, display, Vec::new())
@@ -1292,7 +1307,8 @@ impl Runtime {
             .run_at(code, callable, clock_ms)
             .await
             .map_err(|e| ToolError::new(e.to_string()))?;
-        let (display, lifetimes) = builtin::codemode_display(&self.shared, outcome).await;
+        let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
+        let (display, lifetimes) = builtin::codemode_display(&self.shared, outcome, limits).await?;
         self.emit("codemode", display, lifetimes)
     }
 }
