@@ -2,6 +2,7 @@
 
 mod assembly;
 mod crash;
+mod limits;
 mod runtime;
 mod store;
 mod text_protocol;
