@@ -117,6 +117,7 @@ mod guard;
 mod message;
 mod platform;
 mod profile;
+mod rejection;
 mod runtime;
 mod store;
 pub mod text_protocol;
@@ -128,11 +129,13 @@ pub use message::{
     DeltaEntry, MediaPart, Message, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
 };
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
+pub use profile::ImageLimits;
 pub use profile::{
     Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, AttachmentSection, CleanupSection,
     CodemodeSection, MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelDecl,
     ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
 };
+pub use rejection::image_rejection;
 pub use runtime::{
     AttachmentInfo, CallReport, InboundImage, Model, Prepared, Runtime, RuntimeBuilder,
     RuntimeError,

@@ -18,6 +18,8 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 use serde_saphyr::{Location, Spanned, UserMessageFormatter};
 
+pub use ishiki_projection::ImageLimits;
+
 /// The exact message of PRO-6, for a profile that still sets `attachment.maxImageRenders`.
 pub const MAX_IMAGE_RENDERS_REMOVED: &str = "attachment.maxImageRenders was removed; use image lifetimes (once, recent, retain) and attachment.recentImageCount/imagePruneBatchSize";
 
@@ -313,6 +315,10 @@ pub struct ModelDecl {
     /// `apiKeyEnv`: the environment variable holding the API key; accepted, not used yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// `imageLimits`: overrides of the provider's image limits, key by key (see
+    /// [`ModelDecl::image_limits`]); the `provider` field is unused here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_limits: Option<ImageLimits>,
 }
 
 impl ModelDecl {
@@ -325,7 +331,26 @@ impl ModelDecl {
             base_url: None,
             model: None,
             api_key_env: None,
+            image_limits: None,
         }
+    }
+
+    /// The image limits projection enforces for this model besides the profile's budgets:
+    /// the defaults of its `provider` ([`ImageLimits::for_provider`]: Anthropic, OpenAI),
+    /// each replaced by the model's `imageLimits` key when set.
+    pub fn image_limits(&self) -> ImageLimits {
+        let provider = self.provider.as_deref().unwrap_or_default();
+        let mut limits = ImageLimits::for_provider(provider);
+        limits.provider = provider.to_owned();
+        if let Some(o) = &self.image_limits {
+            limits.image_bytes = o.image_bytes.or(limits.image_bytes);
+            limits.request_bytes = o.request_bytes.or(limits.request_bytes);
+            limits.images = o.images.or(limits.images);
+            limits.dimension = o.dimension.or(limits.dimension);
+            limits.many_images = o.many_images.or(limits.many_images);
+            limits.many_images_dimension = o.many_images_dimension.or(limits.many_images_dimension);
+        }
+        limits
     }
 
     /// Whether the model declares `modality` among its inputs.
@@ -967,6 +992,15 @@ const MODEL_KEYS: &[&str] = &[
     "baseUrl",
     "model",
     "apiKeyEnv",
+    "imageLimits",
+];
+const IMAGE_LIMIT_KEYS: &[&str] = &[
+    "imageBytes",
+    "requestBytes",
+    "images",
+    "dimension",
+    "manyImages",
+    "manyImagesDimension",
 ];
 
 type Entries<'t> = &'t [(Key, Tree)];
@@ -1613,7 +1647,57 @@ impl Doc<'_> {
             base_url: self.opt_string(entries, path, "baseUrl")?,
             model: self.opt_string(entries, path, "model")?,
             api_key_env: self.opt_string(entries, path, "apiKeyEnv")?,
+            image_limits: self.image_limits(entries, path)?,
         })
+    }
+
+    /// A model's `imageLimits` overrides; every key optional, every value at least 1.
+    fn image_limits(
+        &self,
+        entries: Entries<'_>,
+        path: &Path,
+    ) -> Result<Option<ImageLimits>, AssemblyError> {
+        let Some(tree) = field(entries, "imageLimits") else {
+            return Ok(None);
+        };
+        let path = path.key("imageLimits");
+        let limits = self.mapping(tree, &path, IMAGE_LIMIT_KEYS)?;
+        let set = |key: &str| field(limits, key).is_some();
+        let u64_of = |key: &str| -> Result<Option<u64>, AssemblyError> {
+            if set(key) {
+                Ok(Some(self.uint(limits, &path, key, 1, 0u64)?))
+            } else {
+                Ok(None)
+            }
+        };
+        let usize_of = |key: &str| -> Result<Option<usize>, AssemblyError> {
+            if set(key) {
+                Ok(Some(self.uint(limits, &path, key, 0, 0usize)?))
+            } else {
+                Ok(None)
+            }
+        };
+        let u32_of = |key: &str| -> Result<Option<u32>, AssemblyError> {
+            if set(key) {
+                Ok(Some(self.uint(limits, &path, key, 1, 0u32)?))
+            } else {
+                Ok(None)
+            }
+        };
+        let images = if set("images") {
+            Some(self.uint(limits, &path, "images", 1, 0usize)?)
+        } else {
+            None
+        };
+        Ok(Some(ImageLimits {
+            provider: String::new(),
+            image_bytes: u64_of("imageBytes")?,
+            request_bytes: u64_of("requestBytes")?,
+            images,
+            dimension: u32_of("dimension")?,
+            many_images: usize_of("manyImages")?,
+            many_images_dimension: u32_of("manyImagesDimension")?,
+        }))
     }
 }
 

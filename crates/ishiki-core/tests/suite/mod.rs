@@ -2,6 +2,7 @@
 
 mod assembly;
 mod crash;
+mod image_limits;
 mod limits;
 mod runtime;
 mod store;
