@@ -91,6 +91,7 @@ pub struct RuntimeBuilder {
     file_schemes: Vec<Arc<dyn FileScheme>>,
     worker: WorkerSpawn,
     durability: Durability,
+    store: Option<Box<dyn HistoryStore>>,
     budget: Budget,
     codemode_limits: Option<Limits>,
 }
@@ -158,9 +159,19 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Store durability (default: `Full`, survives power loss).
+    /// Store durability (default: `Full`, survives power loss). Applies to the default
+    /// SQLite store only; a store passed with [`store`](Self::store) has its own setting.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// The history store (default: SQLite at `<state>/history.sqlite`). Any
+    /// [`HistoryStore`] works: [`crate::MemoryStore`] for tests and embedders, a PostgreSQL
+    /// store for several machines. Artifacts, assets and the default workspace stay in the
+    /// state directory.
+    pub fn store(mut self, store: Box<dyn HistoryStore>) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -292,6 +303,7 @@ impl Runtime {
             file_schemes: Vec::new(),
             worker: WorkerSpawn::CurrentExe,
             durability: Durability::Full,
+            store: None,
             budget: Budget::default(),
             codemode_limits: None,
         }
@@ -385,8 +397,13 @@ impl Runtime {
             shared.catalog_mut().add(def);
         }
 
-        let store = SqliteStore::open(&dir.join("history.sqlite"), b.durability)
-            .map_err(|e| err("cannot open the history store")(&e))?;
+        let store: Box<dyn HistoryStore> = match b.store {
+            Some(store) => store,
+            None => Box::new(
+                SqliteStore::open(&dir.join("history.sqlite"), b.durability)
+                    .map_err(|e| err("cannot open the history store")(&e))?,
+            ),
+        };
         let stored = store
             .load()
             .map_err(|e| err("cannot load the history store")(&e))?;
@@ -460,7 +477,7 @@ impl Runtime {
             tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
             validators,
             sandbox,
-            store: Box::new(store),
+            store,
             history,
             records,
             not_downloaded,

@@ -1,6 +1,7 @@
 //! Integration tests, one module per area; each test names the requirement it checks.
 
 mod assembly;
+mod backends;
 mod crash;
 mod image_limits;
 mod limits;
