@@ -6,7 +6,8 @@
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
-//!   (`@modelcontextprotocol/server-everything` from npm) into the git-ignored `.tools/`.
+//!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
+//!   `.tools/venv`) into the git-ignored `.tools/`.
 
 #![allow(clippy::print_stdout)] // xtask is a command: its table goes to stdout.
 
@@ -87,8 +88,55 @@ fn ci() -> Result<(), String> {
 /// run it).
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 
-/// Installs the pinned npm peers into `.tools/` unless the same version is already there.
+/// Installs the pinned peers into `.tools/` unless the same versions are already there.
 fn tools() -> Result<(), String> {
+    npm_tools()?;
+    python_tools()
+}
+
+/// The S3 server the `ishiki-objects` tests run against (keep in step with
+/// `crates/ishiki-objects/tests/suite/mod.rs`, which installs it the same way on demand).
+const MOTO: &str = "moto[server]==5.2.5";
+
+/// moto's standalone S3 server into `.tools/venv` (a virtual environment, so the system's
+/// Python stays untouched); a marker file names the installed pin.
+fn python_tools() -> Result<(), String> {
+    let venv = workspace_root().join(".tools/venv");
+    let marker = venv.join(format!(".installed-{MOTO}"));
+    if venv.join("bin/moto_server").is_file() && marker.is_file() {
+        return Ok(());
+    }
+    let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
+        eprintln!("$ {what}");
+        let status = cmd
+            .status()
+            .map_err(|e| format!("cannot run {what} (Python 3 is needed for the S3 tests): {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("{what} failed ({status})"))
+        }
+    };
+    if !venv.join("bin/pip").is_file() {
+        run(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            "python3 -m venv .tools/venv",
+        )?;
+    }
+    run(
+        Command::new(venv.join("bin/pip")).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            MOTO,
+        ]),
+        &format!("pip install {MOTO}"),
+    )?;
+    std::fs::write(&marker, "").map_err(|e| format!("cannot write {}: {e}", marker.display()))
+}
+
+/// Installs the pinned npm peers into `.tools/` unless the same version is already there.
+fn npm_tools() -> Result<(), String> {
     let dir = workspace_root().join(".tools");
     let manifest = dir.join("node_modules/@modelcontextprotocol/server-everything/package.json");
     let version = EVERYTHING.rsplit('@').next().unwrap_or_default();

@@ -6,6 +6,7 @@
 //! its bytes never change, and concurrent writers of the same bytes leave one intact file.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -48,20 +49,7 @@ impl DiskArtifactStore {
     }
 
     fn locate(&self, url: &Url) -> Result<PathBuf, Error> {
-        if url.scheme() != "artifact" {
-            return Err(Error::new(
-                ErrorKind::InvalidUrl,
-                format!("`{url}` is not an artifact:// URL"),
-            ));
-        }
-        let tool = url.host_str().unwrap_or("");
-        let name = url.path().strip_prefix('/').unwrap_or("");
-        if !is_safe_component(tool) || !is_safe_component(name) {
-            return Err(Error::new(
-                ErrorKind::InvalidUrl,
-                format!("`{url}` is not of the form artifact://<tool>/<name>"),
-            ));
-        }
+        let (tool, name) = artifact_key(url)?;
         Ok(self.root.join(tool).join(name))
     }
 }
@@ -172,4 +160,48 @@ impl FileScheme for DiskArtifactStore {
     fn is_snapshot(&self) -> bool {
         true
     }
+}
+
+/// `artifact://` as a [`FileScheme`] over any [`ArtifactStore`], for
+/// [`ResourceCenter::register_file_scheme`](crate::ResourceCenter::register_file_scheme).
+#[derive(Debug, Clone)]
+pub struct ArtifactScheme(pub Arc<dyn ArtifactStore>);
+
+#[async_trait]
+impl FileScheme for ArtifactScheme {
+    fn scheme(&self) -> &str {
+        "artifact"
+    }
+
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+        let mut bare = url.clone();
+        bare.set_query(None);
+        bare.set_fragment(None);
+        let store = Arc::clone(&self.0);
+        crate::blocking(move || store.get(bare.as_str())).await
+    }
+
+    fn is_snapshot(&self) -> bool {
+        true
+    }
+}
+
+/// Checks an `artifact://<tool>/<name>` URL and returns its tool and name, each a safe path
+/// component (letters, digits, `_`, `-`, `.`; never `.` or `..`).
+pub fn artifact_key(url: &Url) -> Result<(String, String), Error> {
+    if url.scheme() != "artifact" {
+        return Err(Error::new(
+            ErrorKind::InvalidUrl,
+            format!("`{url}` is not an artifact:// URL"),
+        ));
+    }
+    let tool = url.host_str().unwrap_or("");
+    let name = url.path().strip_prefix('/').unwrap_or("");
+    if !is_safe_component(tool) || !is_safe_component(name) {
+        return Err(Error::new(
+            ErrorKind::InvalidUrl,
+            format!("`{url}` is not of the form artifact://<tool>/<name>"),
+        ));
+    }
+    Ok((tool.to_owned(), name.to_owned()))
 }

@@ -38,9 +38,41 @@ pub struct AssetMeta {
     pub created_at: SystemTime,
 }
 
+/// Where inbound media is kept (RES-6, RES-9). Assets never change once written: storing other
+/// bytes under an existing id is refused. [`DiskAssetStore`] is the default; other backends
+/// (object storage) implement the same contract. Register one with the center through
+/// [`AssetScheme`].
+pub trait AssetStore: Send + Sync + std::fmt::Debug {
+    /// Stores `bytes` under a given UUID v7 and creation time (deterministic runs).
+    ///
+    /// Storing the same bytes under an existing id again returns the existing metadata; other
+    /// bytes under an existing id are refused, since an asset never changes.
+    fn put_with_id(
+        &self,
+        id: Uuid,
+        bytes: &[u8],
+        created_at: SystemTime,
+    ) -> Result<AssetMeta, Error>;
+
+    /// The metadata of an asset, by `asset://` URL or bare id.
+    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, Error>;
+
+    /// The bytes of an asset, by `asset://` URL or bare id.
+    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, Error>;
+
+    /// Deletes exactly the assets created more than `retention` before `now` and returns their
+    /// URLs in creation order (RES-9).
+    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error>;
+
+    /// Stores `bytes` as a new asset with a fresh UUID v7 and the current time.
+    fn put(&self, bytes: &[u8]) -> Result<AssetMeta, Error> {
+        self.put_with_id(Uuid::now_v7(), bytes, SystemTime::now())
+    }
+}
+
 /// The asset store on disk.
 #[derive(Debug)]
-pub struct AssetStore {
+pub struct DiskAssetStore {
     root: PathBuf,
 }
 
@@ -76,7 +108,7 @@ fn version_name(id: &Uuid) -> String {
 }
 
 /// The id of an asset URL or bare id, refusing anything that is not a UUID v7 (RES-6).
-pub(crate) fn asset_id(url_or_id: &str) -> Result<Uuid, Error> {
+pub fn asset_id(url_or_id: &str) -> Result<Uuid, Error> {
     let shown = show(url_or_id);
     let invalid = |why: String| Error::new(ErrorKind::InvalidUrl, why);
     let (text, is_url) = if url_or_id.contains(':') {
@@ -117,7 +149,8 @@ pub(crate) fn asset_id(url_or_id: &str) -> Result<Uuid, Error> {
     Ok(id)
 }
 
-fn asset_url(id: &Uuid) -> String {
+/// `asset://<id>`.
+pub fn asset_url(id: &Uuid) -> String {
     format!("asset://{}", id.hyphenated())
 }
 
@@ -126,7 +159,46 @@ fn unix_millis(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-impl AssetStore {
+/// Checks that `id` is a UUID v7 and describes `bytes` stored under it at `created_at`
+/// (truncated to the millisecond): what every [`AssetStore`] writes as the asset's metadata.
+pub fn new_asset_meta(id: Uuid, bytes: &[u8], created_at: SystemTime) -> Result<AssetMeta, Error> {
+    if !is_v7(&id) {
+        return Err(Error::new(
+            ErrorKind::InvalidParameter,
+            format!(
+                "asset id `{id}` is {}, assets use UUID v7",
+                version_name(&id)
+            ),
+        ));
+    }
+    let info = sniff(bytes);
+    Ok(AssetMeta {
+        id,
+        url: asset_url(&id),
+        media_type: info.media_type,
+        bytes: bytes.len() as u64,
+        dimensions: info.dimensions,
+        created_at: UNIX_EPOCH + Duration::from_millis(unix_millis(created_at)),
+    })
+}
+
+/// The error for storing other bytes under an existing asset id.
+pub fn asset_changed(url: &str) -> Error {
+    Error::new(
+        ErrorKind::NotAllowed,
+        format!("asset `{url}` already exists with other bytes; assets never change"),
+    )
+}
+
+/// The error for an asset that is not (or no longer) there.
+pub fn asset_not_found(url: &str) -> Error {
+    Error::new(
+        ErrorKind::NotFound,
+        format!("no asset at `{url}` (it may have been deleted after its retention period)"),
+    )
+}
+
+impl DiskAssetStore {
     /// Opens (creating if needed) a store rooted at `root`.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, Error> {
         let root = root.into();
@@ -152,40 +224,9 @@ impl AssetStore {
         self.root.join(format!("{}.json", id.hyphenated()))
     }
 
-    /// Stores `bytes` as a new asset with a fresh UUID v7 and the current time.
-    pub fn put(&self, bytes: &[u8]) -> Result<AssetMeta, Error> {
-        self.put_with_id(Uuid::now_v7(), bytes, SystemTime::now())
-    }
-
-    /// Stores `bytes` under a given UUID v7 and creation time (deterministic runs).
-    ///
-    /// Storing the same bytes under an existing id again returns the existing metadata; other
-    /// bytes under an existing id are refused, since an asset never changes.
-    pub fn put_with_id(
-        &self,
-        id: Uuid,
-        bytes: &[u8],
-        created_at: SystemTime,
-    ) -> Result<AssetMeta, Error> {
-        if !is_v7(&id) {
-            return Err(Error::new(
-                ErrorKind::InvalidParameter,
-                format!(
-                    "asset id `{id}` is {}, assets use UUID v7",
-                    version_name(&id)
-                ),
-            ));
-        }
-        let url = asset_url(&id);
-        let info = sniff(bytes);
-        let meta = AssetMeta {
-            id,
-            url: url.clone(),
-            media_type: info.media_type,
-            bytes: bytes.len() as u64,
-            dimensions: info.dimensions,
-            created_at: UNIX_EPOCH + Duration::from_millis(unix_millis(created_at)),
-        };
+    fn store(&self, id: Uuid, bytes: &[u8], created_at: SystemTime) -> Result<AssetMeta, Error> {
+        let meta = new_asset_meta(id, bytes, created_at)?;
+        let url = meta.url.clone();
         let store_error = |e: std::io::Error| {
             Error::new(ErrorKind::Io, format!("cannot store asset `{url}`: {e}"))
         };
@@ -193,10 +234,7 @@ impl AssetStore {
         if !crate::link_new_file(&self.root, &data_path, bytes).map_err(store_error)? {
             let existing = std::fs::read(&data_path).map_err(store_error)?;
             if existing != bytes {
-                return Err(Error::new(
-                    ErrorKind::NotAllowed,
-                    format!("asset `{url}` already exists with other bytes; assets never change"),
-                ));
+                return Err(asset_changed(&url));
             }
         }
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| {
@@ -208,14 +246,8 @@ impl AssetStore {
         if crate::link_new_file(&self.root, &self.meta_path(&id), &json).map_err(store_error)? {
             Ok(meta)
         } else {
-            self.meta(&url)
+            self.read_meta(&id)
         }
-    }
-
-    /// The metadata of an asset, by `asset://` URL (query and fragment ignored) or bare id.
-    pub fn meta(&self, url_or_id: &str) -> Result<AssetMeta, Error> {
-        let id = asset_id(url_or_id)?;
-        self.read_meta(&id)
     }
 
     fn read_meta(&self, id: &Uuid) -> Result<AssetMeta, Error> {
@@ -232,21 +264,10 @@ impl AssetStore {
 
     fn read_error(&self, url: &str, e: &std::io::Error) -> Error {
         if e.kind() == std::io::ErrorKind::NotFound {
-            Error::new(
-                ErrorKind::NotFound,
-                format!(
-                    "no asset at `{url}` (it may have been deleted after its retention period)"
-                ),
-            )
+            asset_not_found(url)
         } else {
             Error::new(ErrorKind::Io, format!("cannot read asset `{url}`: {e}"))
         }
-    }
-
-    /// The bytes of an asset, by `asset://` URL (query and fragment ignored) or bare id.
-    pub fn get(&self, url_or_id: &str) -> Result<Vec<u8>, Error> {
-        let id = asset_id(url_or_id)?;
-        self.read_data(&id)
     }
 
     fn read_data(&self, id: &Uuid) -> Result<Vec<u8>, Error> {
@@ -258,10 +279,9 @@ impl AssetStore {
         std::fs::read(self.data_path(id)).map_err(|e| self.read_error(&url, &e))
     }
 
-    /// Deletes exactly the assets created more than `retention` before `now` and returns their
-    /// URLs in creation order (RES-9). Unreadable metadata is left alone; leftovers of
-    /// interrupted writes older than `retention` are removed silently.
-    pub fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error> {
+    /// Unreadable metadata is left alone; leftovers of interrupted writes older than
+    /// `retention` are removed silently.
+    fn remove_expired(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error> {
         let expired =
             |created: SystemTime| now.duration_since(created).is_ok_and(|age| age > retention);
         let entries = std::fs::read_dir(&self.root).map_err(|e| {
@@ -323,45 +343,92 @@ impl AssetStore {
         deleted.sort();
         Ok(deleted.iter().map(asset_url).collect())
     }
+}
 
-    /// Runs [`AssetStore::cleanup`] every `interval` (the first run at once) with the wall
-    /// clock, until the returned task is aborted. For `assets.cleanup.enabled` (RES-9).
-    ///
-    /// Errors are retried at the next tick. An interval of zero counts as one millisecond.
-    ///
-    /// # Panics
-    ///
-    /// When called outside a tokio runtime.
-    pub fn spawn_cleanup(
-        store: Arc<AssetStore>,
-        retention: Duration,
-        interval: Duration,
-    ) -> tokio::task::JoinHandle<()> {
-        let interval = interval.max(Duration::from_millis(1));
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticker.tick().await;
-                let store = Arc::clone(&store);
-                let _ = tokio::task::spawn_blocking(move || {
-                    store.cleanup(SystemTime::now(), retention)
-                })
-                .await;
-            }
-        })
+impl AssetStore for DiskAssetStore {
+    fn put_with_id(
+        &self,
+        id: Uuid,
+        bytes: &[u8],
+        created_at: SystemTime,
+    ) -> Result<AssetMeta, Error> {
+        self.store(id, bytes, created_at)
+    }
+
+    /// Query and fragment of a URL are ignored.
+    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, Error> {
+        let id = asset_id(url_or_id)?;
+        self.read_meta(&id)
+    }
+
+    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, Error> {
+        let id = asset_id(url_or_id)?;
+        self.read_data(&id)
+    }
+
+    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error> {
+        self.remove_expired(now, retention)
     }
 }
 
+/// Runs [`AssetStore::cleanup`] every `interval` (the first run at once) with the wall clock,
+/// until the returned task is aborted. For `assets.cleanup.enabled` (RES-9).
+///
+/// Errors are retried at the next tick. An interval of zero counts as one millisecond.
+///
+/// # Panics
+///
+/// When called outside a tokio runtime.
+pub fn spawn_asset_cleanup(
+    store: Arc<dyn AssetStore>,
+    retention: Duration,
+    interval: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let interval = interval.max(Duration::from_millis(1));
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let store = Arc::clone(&store);
+            let _ =
+                tokio::task::spawn_blocking(move || store.cleanup(SystemTime::now(), retention))
+                    .await;
+        }
+    })
+}
+
+/// `asset://` as a [`FileScheme`] over any [`AssetStore`], for
+/// [`ResourceCenter::register_file_scheme`](crate::ResourceCenter::register_file_scheme).
+#[derive(Debug, Clone)]
+pub struct AssetScheme(pub Arc<dyn AssetStore>);
+
 #[async_trait]
-impl FileScheme for AssetStore {
+impl FileScheme for AssetScheme {
     fn scheme(&self) -> &str {
         "asset"
     }
 
     async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
         let id = asset_id(url.as_str())?;
-        let store = AssetStore {
+        let store = Arc::clone(&self.0);
+        crate::blocking(move || store.get(&id.to_string())).await
+    }
+
+    fn is_snapshot(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait]
+impl FileScheme for DiskAssetStore {
+    fn scheme(&self) -> &str {
+        "asset"
+    }
+
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+        let id = asset_id(url.as_str())?;
+        let store = DiskAssetStore {
             root: self.root.clone(),
         };
         crate::blocking(move || store.read_data(&id)).await

@@ -13,8 +13,12 @@
 //! - [`LocalScheme`], `local://` — host files under configured roots, read only (RES-4);
 //! - [`DiskArtifactStore`], `artifact://<tool>/<name>` — an immutable, content-addressed
 //!   snapshot store (RES-5, RES-8);
-//! - [`AssetStore`], `asset://<UUID v7>` — inbound media with creation time and retention
+//! - [`DiskAssetStore`], `asset://<UUID v7>` — inbound media with creation time and retention
 //!   cleanup (RES-6, RES-9).
+//!
+//! [`ArtifactStore`] and [`AssetStore`] are traits: other backends (object storage, the
+//! `ishiki-objects` crate) keep the same contract, and [`ArtifactScheme`] / [`AssetScheme`]
+//! register any of them with the center.
 //!
 //! A read returns a [`ReadResult`] in exactly the wire shape of RES-7:
 //! `{ "type": "text", "text", "source"? }` or
@@ -114,8 +118,14 @@ mod path_safety;
 mod read;
 mod workspace;
 
-pub use artifact::{ArtifactStore, DiskArtifactStore, artifact_name, artifact_tool_component};
-pub use asset::{AssetMeta, AssetStore, uuid_v7_at};
+pub use artifact::{
+    ArtifactScheme, ArtifactStore, DiskArtifactStore, artifact_key, artifact_name,
+    artifact_tool_component,
+};
+pub use asset::{
+    AssetMeta, AssetScheme, AssetStore, DiskAssetStore, asset_changed, asset_id, asset_not_found,
+    asset_url, new_asset_meta, spawn_asset_cleanup, uuid_v7_at,
+};
 pub use center::{ResourceCenter, parse_url, whole_text_source};
 pub use error::{Error, ErrorKind};
 pub use handler::{FileScheme, SchemeHandler};

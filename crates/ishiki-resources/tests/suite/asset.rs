@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ishiki_resources::{AssetStore, ErrorKind, ReadResult, ResourceCenter, uuid_v7_at};
+use ishiki_resources::{
+    AssetStore as _, DiskAssetStore, ErrorKind, ReadResult, ResourceCenter, uuid_v7_at,
+};
 use uuid::Uuid;
 
 use super::common::text;
@@ -16,7 +18,7 @@ fn png(width: u32, height: u32) -> Vec<u8> {
     out.into_inner()
 }
 
-fn center_with(store: Arc<AssetStore>) -> ResourceCenter {
+fn center_with(store: Arc<DiskAssetStore>) -> ResourceCenter {
     let center = ResourceCenter::new();
     center.register_file_scheme(store);
     center
@@ -25,7 +27,7 @@ fn center_with(store: Arc<AssetStore>) -> ResourceCenter {
 #[tokio::test]
 async fn res6_asset_urls_must_name_a_uuid_v7() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(AssetStore::open(dir.path()).unwrap());
+    let store = Arc::new(DiskAssetStore::open(dir.path()).unwrap());
     let meta = store
         .put_with_id(uuid_v7_at(1_700_000_000_000, 1), b"hi", SystemTime::now())
         .unwrap();
@@ -62,7 +64,7 @@ async fn res6_asset_urls_must_name_a_uuid_v7() {
 #[test]
 fn res6_ids_are_v7_and_sort_in_creation_order() {
     let dir = tempfile::tempdir().unwrap();
-    let store = AssetStore::open(dir.path()).unwrap();
+    let store = DiskAssetStore::open(dir.path()).unwrap();
     let metas: Vec<_> = (0..64u32)
         .map(|i| store.put(&i.to_le_bytes()).unwrap())
         .collect();
@@ -87,7 +89,7 @@ async fn res6_assets_are_immutable_snapshots_and_survive_reopening() {
     let created = UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456);
     let image = png(5, 4);
     let meta = {
-        let store = AssetStore::open(dir.path()).unwrap();
+        let store = DiskAssetStore::open(dir.path()).unwrap();
         let meta = store.put_with_id(id, &image, created).unwrap();
         // Same bytes again: the same asset, unchanged; other bytes: refused.
         assert_eq!(
@@ -106,7 +108,7 @@ async fn res6_assets_are_immutable_snapshots_and_survive_reopening() {
         UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
         "stored to the millisecond"
     );
-    let store = Arc::new(AssetStore::open(dir.path()).unwrap());
+    let store = Arc::new(DiskAssetStore::open(dir.path()).unwrap());
     assert_eq!(store.meta(&meta.url).unwrap(), meta);
     assert_eq!(store.get(&meta.url).unwrap(), image);
     let center = center_with(store.clone());
@@ -127,7 +129,7 @@ async fn res6_assets_are_immutable_snapshots_and_survive_reopening() {
 #[test]
 fn res9_cleanup_deletes_exactly_the_assets_past_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let store = AssetStore::open(dir.path()).unwrap();
+    let store = DiskAssetStore::open(dir.path()).unwrap();
     let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let hour = Duration::from_secs(3600);
     let metas: Vec<_> = (0..10u32)
@@ -176,7 +178,7 @@ fn res9_cleanup_deletes_exactly_the_assets_past_retention() {
 #[tokio::test(start_paused = true)]
 async fn res9_cleanup_task_runs_on_its_interval() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(AssetStore::open(dir.path()).unwrap());
+    let store = Arc::new(DiskAssetStore::open(dir.path()).unwrap());
     let old = store
         .put_with_id(
             uuid_v7_at(1_000, 0),
@@ -186,7 +188,7 @@ async fn res9_cleanup_task_runs_on_its_interval() {
         .unwrap();
     let fresh = store.put(b"fresh").unwrap();
     let day = Duration::from_secs(86_400);
-    let task = AssetStore::spawn_cleanup(store.clone(), day, Duration::from_secs(3600));
+    let task = ishiki_resources::spawn_asset_cleanup(store.clone(), day, Duration::from_secs(3600));
     // Paused time: these sleeps advance a virtual clock; the first tick fires at once.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use ishiki_resources::{
-    ArtifactStore as _, AssetStore, DiskArtifactStore, Error, ResourceCenter, WorkspaceScheme,
-    uuid_v7_at,
+    ArtifactStore as _, AssetStore as _, DiskArtifactStore, DiskAssetStore, Error, ResourceCenter,
+    WorkspaceScheme, uuid_v7_at,
 };
 use uuid::Uuid;
 
@@ -34,7 +34,7 @@ async fn sec3_every_error_message() {
     let artifacts_dir = sandbox.dir.path().join("artifacts");
     let artifacts = Arc::new(DiskArtifactStore::open(&artifacts_dir).unwrap());
     c.register_file_scheme(artifacts.clone());
-    let assets = Arc::new(AssetStore::open(sandbox.dir.path().join("assets")).unwrap());
+    let assets = Arc::new(DiskAssetStore::open(sandbox.dir.path().join("assets")).unwrap());
     c.register_file_scheme(assets.clone());
     c.register_file_scheme(Arc::new(Memory {
         scheme: "mem",
@@ -245,7 +245,7 @@ async fn sec3_every_error_message() {
     );
     m.add(
         "asset store unusable",
-        AssetStore::open(file_root.join("sub")),
+        DiskAssetStore::open(file_root.join("sub")),
     );
 
     insta::assert_snapshot!("every_error_message", m.lines.join("\n"));

@@ -1,0 +1,105 @@
+//! `artifact://<tool>/<name>` on an object store: `<prefix>/artifacts/<tool>/<name>`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ishiki_resources::{
+    ArtifactStore, Error, ErrorKind, FileScheme, artifact_key, artifact_name,
+    artifact_tool_component, parse_url,
+};
+use object_store::ObjectStore;
+use object_store::path::Path;
+use url::Url;
+
+use crate::{Put, put_once, run, store_error, wait};
+
+/// The artifact store on an object store (see the crate docs for its guarantees).
+#[derive(Debug, Clone)]
+pub struct ObjectArtifactStore {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+}
+
+impl ObjectArtifactStore {
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
+        Self { store, root }
+    }
+
+    /// The key prefix this store writes under.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn locate(&self, url: &Url) -> Result<Path, Error> {
+        let (tool, name) = artifact_key(url)?;
+        Ok(self.root.clone().join(tool.as_str()).join(name.as_str()))
+    }
+
+    async fn load_key(
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        url: String,
+    ) -> Result<Vec<u8>, Error> {
+        use object_store::ObjectStoreExt as _;
+        let read = async { store.get(&path).await?.bytes().await };
+        match read.await {
+            Ok(bytes) => Ok(bytes.to_vec()),
+            Err(object_store::Error::NotFound { .. }) => Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no artifact at `{url}`"),
+            )),
+            Err(e) => Err(store_error(&format!("reading `{url}`"), &e)),
+        }
+    }
+}
+
+impl ArtifactStore for ObjectArtifactStore {
+    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, Error> {
+        let tool = artifact_tool_component(tool);
+        let name = artifact_name(bytes, extension);
+        let url = format!("artifact://{tool}/{name}");
+        let path = self.root.clone().join(tool.as_str()).join(name.as_str());
+        let store = self.store.clone();
+        let bytes = bytes::Bytes::copy_from_slice(bytes);
+        let shown = url.clone();
+        wait(async move {
+            match put_once(&*store, &path, bytes.clone()).await {
+                Ok(Put::Created) => Ok(()),
+                // An existing object normally holds the same bytes (same hash prefix); a prefix
+                // collision must not hand out a URL whose bytes differ from what was stored.
+                Ok(Put::Existed(existing)) if existing == bytes => Ok(()),
+                Ok(Put::Existed(_)) => Err(Error::new(
+                    ErrorKind::InvalidData,
+                    format!("`{shown}` already holds other bytes (hash prefix collision)"),
+                )),
+                Err(e) => Err(store_error(&format!("storing `{shown}`"), &e)),
+            }
+        })?;
+        Ok(url)
+    }
+
+    fn get(&self, url: &str) -> Result<Vec<u8>, Error> {
+        let parsed = parse_url(url)?;
+        let path = self.locate(&parsed)?;
+        wait(Self::load_key(self.store.clone(), path, url.to_owned()))
+    }
+}
+
+#[async_trait]
+impl FileScheme for ObjectArtifactStore {
+    fn scheme(&self) -> &str {
+        "artifact"
+    }
+
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+        let mut bare = url.clone();
+        bare.set_query(None);
+        bare.set_fragment(None);
+        let path = self.locate(&bare)?;
+        run(Self::load_key(self.store.clone(), path, bare.to_string())).await
+    }
+
+    fn is_snapshot(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,226 @@
+//! `ishiki-objects`: the artifact and asset stores of `ishiki-resources` on object storage.
+//!
+//! [`Objects`] opens a location — `s3://bucket/prefix` (any S3-compatible server) or a local
+//! directory (`file:///path` or a plain path) — through the [`object_store`] crate, and hands
+//! out an [`ObjectArtifactStore`] (`<prefix>/artifacts/<tool>/<name>`) and an
+//! [`ObjectAssetStore`] (`<prefix>/assets/<id>.data` and `<id>.json`). Both keep the contract of
+//! the disk stores exactly:
+//!
+//! - artifacts are content-addressed: the same bytes from the same tool get the same URL;
+//! - every object is written once, with a conditional put (`PutMode::Create`): of concurrent
+//!   writers of one key exactly one creates it, the others find it and compare its bytes with
+//!   theirs (same bytes: same URL; other bytes: a hash-prefix collision or a changed asset,
+//!   refused), so an object never changes once written;
+//! - an asset's metadata is written after its bytes, so metadata present means bytes complete,
+//!   and cleanup deletes metadata first, so a half-deleted asset reads as gone;
+//! - asset retention cleanup lists the bucket and deletes exactly the assets older than the
+//!   retention (RES-9).
+//!
+//! The traits are synchronous (the outlet archives while it formats a result); the object
+//! store is asynchronous. Every object-store request runs on one small process-wide tokio
+//! runtime owned by this crate, and synchronous callers wait for its answer: that works from
+//! plain threads and from inside any other tokio runtime alike, and the HTTP connection pool
+//! is shared by every store and every conversation of the process.
+//!
+//! Credentials and endpoint come from the environment (`AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`, `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`), or from
+//! explicit options with [`Objects::open_with`].
+
+mod artifacts;
+mod assets;
+
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use ishiki_resources::{Error, ErrorKind};
+use object_store::ObjectStore;
+use object_store::path::Path;
+use url::Url;
+
+pub use artifacts::ObjectArtifactStore;
+pub use assets::ObjectAssetStore;
+
+/// An opened object-store location: one bucket (or directory) and a key prefix.
+#[derive(Debug, Clone)]
+pub struct Objects {
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+}
+
+impl Objects {
+    /// Opens `s3://bucket/prefix` (credentials and endpoint from the `AWS_*` environment),
+    /// `file:///path` or a plain directory path (created if missing).
+    pub fn open(location: &str) -> Result<Self, Error> {
+        Self::open_with(location, std::iter::empty::<(String, String)>())
+    }
+
+    /// Like [`Objects::open`], with S3 options (`aws_endpoint`, `aws_access_key_id`,
+    /// `aws_secret_access_key`, `aws_region`, `aws_allow_http`, ...) over the environment's.
+    pub fn open_with<K, V>(
+        location: &str,
+        options: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, Error>
+    where
+        K: AsRef<str>,
+        V: Into<String>,
+    {
+        let invalid = |why: String| Error::new(ErrorKind::InvalidUrl, why);
+        if !location.contains("://") {
+            return Self::local(std::path::Path::new(location));
+        }
+        let url = Url::parse(location)
+            .map_err(|e| invalid(format!("`{location}` is not an object store URL: {e}")))?;
+        match url.scheme() {
+            "file" => {
+                let dir = url
+                    .to_file_path()
+                    .map_err(|()| invalid(format!("`{location}` is not a local directory URL")))?;
+                Self::local(&dir)
+            }
+            "s3" => {
+                use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+                let mut builder = AmazonS3Builder::from_env().with_url(location);
+                for (key, value) in options {
+                    let key = key.as_ref();
+                    let parsed: AmazonS3ConfigKey = key
+                        .parse()
+                        .map_err(|e| invalid(format!("unknown S3 option `{key}`: {e}")))?;
+                    builder = builder.with_config(parsed, value);
+                }
+                let store = builder
+                    .build()
+                    .map_err(|e| invalid(format!("cannot open `{location}`: {e}")))?;
+                let prefix = Path::from_url_path(url.path())
+                    .map_err(|e| invalid(format!("`{location}` has an invalid prefix: {e}")))?;
+                Ok(Self::from_store(Arc::new(store), prefix))
+            }
+            other => Err(invalid(format!(
+                "`{other}:` object stores are not supported: use s3://bucket/prefix or file:///path"
+            ))),
+        }
+    }
+
+    fn local(dir: &std::path::Path) -> Result<Self, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot create the object directory {}: {e}", dir.display()),
+            )
+        })?;
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir).map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot open the object directory {}: {e}", dir.display()),
+            )
+        })?;
+        Ok(Self::from_store(Arc::new(store), Path::default()))
+    }
+
+    /// Any object store, with keys under `prefix`.
+    pub fn from_store(store: Arc<dyn ObjectStore>, prefix: Path) -> Self {
+        Self { store, prefix }
+    }
+
+    /// The underlying object store.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The key prefix every object is written under.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
+    /// The artifact store under `<prefix>/artifacts`.
+    pub fn artifacts(&self) -> ObjectArtifactStore {
+        ObjectArtifactStore::new(self.store.clone(), self.prefix.clone().join("artifacts"))
+    }
+
+    /// The asset store under `<prefix>/assets`.
+    pub fn assets(&self) -> ObjectAssetStore {
+        ObjectAssetStore::new(self.store.clone(), self.prefix.clone().join("assets"))
+    }
+}
+
+/// The process-wide runtime every object-store request runs on.
+fn io_runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
+    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("ishiki-objects")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot start the object store's i/o runtime: {e}"),
+            )
+        })
+}
+
+fn stopped() -> Error {
+    Error::new(
+        ErrorKind::Io,
+        "an object store request stopped before it finished",
+    )
+}
+
+/// Runs `work` on the i/o runtime and blocks the calling thread until it is done.
+pub(crate) fn wait<T: Send + 'static>(
+    work: impl Future<Output = Result<T, Error>> + Send + 'static,
+) -> Result<T, Error> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    io_runtime()?.spawn(async move {
+        let _ = tx.send(work.await);
+    });
+    rx.recv().map_err(|_| stopped())?
+}
+
+/// Runs `work` on the i/o runtime from async code.
+pub(crate) async fn run<T: Send + 'static>(
+    work: impl Future<Output = Result<T, Error>> + Send + 'static,
+) -> Result<T, Error> {
+    io_runtime()?.spawn(work).await.map_err(|_| stopped())?
+}
+
+/// An object-store failure as a resources error; `what` names the object.
+pub(crate) fn store_error(what: &str, e: &object_store::Error) -> Error {
+    let kind = match e {
+        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
+        _ => ErrorKind::Io,
+    };
+    Error::new(kind, format!("object store, {what}: {e}"))
+}
+
+/// How a write-once put ended.
+pub(crate) enum Put {
+    /// This writer created the object.
+    Created,
+    /// The object existed already; these are its bytes.
+    Existed(bytes::Bytes),
+}
+
+/// Creates `path` with `bytes` unless it exists (`PutMode::Create`, a conditional put): of
+/// concurrent writers exactly one creates it; the others get the bytes that are there.
+pub(crate) async fn put_once(
+    store: &dyn ObjectStore,
+    path: &Path,
+    bytes: bytes::Bytes,
+) -> Result<Put, object_store::Error> {
+    use object_store::{ObjectStoreExt as _, PutMode};
+    match store
+        .put_opts(path, bytes.into(), PutMode::Create.into())
+        .await
+    {
+        Ok(_) => Ok(Put::Created),
+        Err(object_store::Error::AlreadyExists { .. }) => {
+            Ok(Put::Existed(store.get(path).await?.bytes().await?))
+        }
+        Err(e) => Err(e),
+    }
+}

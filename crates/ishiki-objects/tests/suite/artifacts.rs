@@ -1,0 +1,156 @@
+//! Artifacts on object storage: content-addressed, write-once, one object for concurrent
+//! writers, readable through the resource center (RES-5, RES-8).
+
+use std::sync::{Arc, Barrier};
+
+use ishiki_objects::Objects;
+use ishiki_resources::{
+    ArtifactScheme, ArtifactStore, DiskArtifactStore, ErrorKind, ReadResult, ResourceCenter,
+};
+
+use super::backends;
+
+#[test]
+fn res8_same_bytes_same_url_as_the_disk_store() {
+    let disk_dir = tempfile::tempdir().expect("tempdir");
+    let disk = DiskArtifactStore::open(disk_dir.path()).expect("disk store");
+    for backend in backends() {
+        let store = backend.objects.artifacts();
+        let url = store.put("codemode", b"hello", "txt").expect("put");
+        assert_eq!(
+            url,
+            disk.put("codemode", b"hello", "txt").expect("disk put")
+        );
+        assert_eq!(store.put("codemode", b"hello", "txt").expect("again"), url);
+        assert_ne!(store.put("codemode", b"hello!", "txt").expect("other"), url);
+        assert_eq!(store.get(&url).expect("get"), b"hello", "{}", backend.name);
+        assert_eq!(
+            store
+                .get(&format!("{url}?offset=2#x"))
+                .expect("query ignored"),
+            b"hello"
+        );
+        let tool_url = store
+            .put("windows-mcp/Screenshot", b"hello", "txt")
+            .expect("put");
+        assert!(
+            tool_url.starts_with("artifact://windows-mcp-Screenshot/"),
+            "{tool_url}"
+        );
+        assert_eq!(
+            backend.keys("artifacts").len(),
+            3,
+            "{}: {:?}",
+            backend.name,
+            backend.keys("artifacts")
+        );
+    }
+}
+
+#[test]
+fn sixteen_concurrent_writers_of_one_artifact_leave_one_object_with_the_right_bytes() {
+    for backend in backends() {
+        let store = Arc::new(backend.objects.artifacts());
+        let bytes: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
+        let barrier = Arc::new(Barrier::new(16));
+        let writers: Vec<_> = (0..16)
+            .map(|_| {
+                let (store, bytes, barrier) = (store.clone(), bytes.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    store.put("tool", &bytes, "bin")
+                })
+            })
+            .collect();
+        let urls: Vec<String> = writers
+            .into_iter()
+            .map(|w| w.join().expect("writer thread").expect("put"))
+            .collect();
+        assert!(
+            urls.iter().all(|u| *u == urls[0]),
+            "{}: {urls:?}",
+            backend.name
+        );
+        let keys = backend.keys("artifacts");
+        assert_eq!(keys.len(), 1, "{}: {keys:?}", backend.name);
+        assert_eq!(store.get(&urls[0]).expect("get"), bytes, "{}", backend.name);
+    }
+}
+
+#[test]
+fn res8_an_existing_object_with_other_bytes_is_never_handed_out() {
+    for backend in backends() {
+        let store = backend.objects.artifacts();
+        let url = store.put("t", b"first", "txt").expect("put");
+        let name = url.trim_start_matches("artifact://t/");
+        // Someone else's bytes under the name "first" hashes to (a prefix collision).
+        backend.put_raw(&format!("artifacts/t/{name}"), b"forged");
+        let err = store.put("t", b"first", "txt").expect_err("collision");
+        assert_eq!(err.kind(), ErrorKind::InvalidData, "{}", backend.name);
+        assert_eq!(
+            err.message(),
+            format!("`{url}` already holds other bytes (hash prefix collision)")
+        );
+    }
+}
+
+#[test]
+fn res5_bad_and_missing_artifact_urls_are_clear_errors() {
+    for backend in backends() {
+        let store = backend.objects.artifacts();
+        let missing = store
+            .get("artifact://t/0123456789abcdef.txt")
+            .expect_err("missing");
+        assert_eq!(missing.kind(), ErrorKind::NotFound, "{}", backend.name);
+        assert_eq!(
+            missing.message(),
+            "no artifact at `artifact://t/0123456789abcdef.txt`"
+        );
+        for bad in [
+            "asset://x",
+            "artifact://t",
+            "artifact://../x",
+            "artifact://t/a%2Fb",
+        ] {
+            let err = store.get(bad).expect_err(bad);
+            assert_eq!(err.kind(), ErrorKind::InvalidUrl, "{bad}: {err}");
+        }
+    }
+}
+
+#[test]
+fn res3_artifacts_page_through_the_resource_center() {
+    for backend in backends() {
+        let store: Arc<dyn ArtifactStore> = Arc::new(backend.objects.artifacts());
+        let url = store.put("read", b"one\ntwo\nthree\n", "txt").expect("put");
+        let center = ResourceCenter::new();
+        center.register_file_scheme(Arc::new(ArtifactScheme(store)));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let read = runtime
+            .block_on(center.read(&format!("{url}?lines=2-3")))
+            .expect("read");
+        let ReadResult::Text { text, source } = read else {
+            panic!("{}: text expected, got {read:?}", backend.name);
+        };
+        assert_eq!(text, "two\nthree\n");
+        assert!(source.expect("source").snapshot, "artifacts are snapshots");
+    }
+}
+
+#[test]
+fn unsupported_locations_are_refused_with_the_reason() {
+    let err = Objects::open("gs://bucket/x").expect_err("gs");
+    assert_eq!(
+        err.message(),
+        "`gs:` object stores are not supported: use s3://bucket/prefix or file:///path"
+    );
+    let err = Objects::open_with("s3://bucket/x", [("no_such_option", "1")]).expect_err("option");
+    assert!(
+        err.message()
+            .starts_with("unknown S3 option `no_such_option`"),
+        "{err}"
+    );
+}
