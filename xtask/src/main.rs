@@ -4,6 +4,7 @@
 //!   with `INSTA_UPDATE=no` (the tidy checks are ordinary tests in this crate).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
+//! - `cargo xtask search-eval`: tool search quality on the MCP corpus (hit@1, hit@5, MRR).
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm) into the git-ignored `.tools/`.
 
@@ -11,6 +12,7 @@
 
 use std::process::{Command, ExitCode};
 
+mod search_eval;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -20,8 +22,9 @@ fn main() -> ExitCode {
         Some("test") => tools().and_then(|()| test()),
         Some("tools") => tools(),
         Some("bench") => bench(&args[1..]),
+        Some("search-eval") => search_eval::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools");
+            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools | search-eval");
             return ExitCode::from(2);
         }
     };

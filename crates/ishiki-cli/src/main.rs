@@ -1,5 +1,6 @@
 //! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`
-//! and `ishiki chat --profile P --models M [--state DIR]`.
+//! `ishiki chat --profile P --models M [--state DIR]` and
+//! `ishiki search-eval --catalog tools.json --queries q.json`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use ishiki_cli::chat::{self, ChatOptions};
 use ishiki_cli::runner::{self, RunOptions};
+use ishiki_cli::search_eval::{self, SearchEvalOptions};
 use ishiki_cli::transcript::Format;
 use ishiki_core::WorkerSpawn;
 
@@ -45,6 +47,18 @@ enum Command {
         /// At most this many model requests per user message.
         #[arg(long, default_value_t = 25)]
         max_steps: u32,
+    },
+    /// How well tool search finds the right tool in your catalog: hit@1, hit@5 and MRR of
+    /// Ishiki's ranker and of plain BM25, overall and per query class.
+    SearchEval {
+        /// Tool definitions: a JSON array, or an MCP `tools/list` result with a `server` name
+        /// (repeatable).
+        #[arg(long, value_name = "FILE", required = true)]
+        catalog: Vec<PathBuf>,
+        /// Labelled queries: a JSON array of `{query, expect, class?, also?}` (repeatable;
+        /// each file is one set in the table).
+        #[arg(long, value_name = "FILE", required = true)]
+        queries: Vec<PathBuf>,
     },
 }
 
@@ -127,6 +141,19 @@ fn main() -> ExitCode {
                 &mut stderr.lock(),
             );
             ExitCode::from(exit as u8)
+        }
+        Command::SearchEval { catalog, queries } => {
+            let options = SearchEvalOptions {
+                catalogs: catalog,
+                queries,
+            };
+            match search_eval::run(&options, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("ishiki search-eval: {message}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }
