@@ -5,6 +5,7 @@
 //!   `INSTA_UPDATE=no` (the tidy checks, layering and export snapshots are ordinary tests here).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
+//! - `cargo xtask search-eval`: tool search quality on the MCP corpus (hit@1, hit@5, MRR).
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
 //!   `.tools/venv`) into the git-ignored `.tools/`.
@@ -14,6 +15,7 @@
 use std::process::{Command, ExitCode};
 
 mod guards;
+mod search_eval;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -23,8 +25,9 @@ fn main() -> ExitCode {
         Some("test") => tools().and_then(|()| test()),
         Some("tools") => tools(),
         Some("bench") => bench(&args[1..]),
+        Some("search-eval") => search_eval::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools");
+            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools | search-eval");
             return ExitCode::from(2);
         }
     };

@@ -1,5 +1,6 @@
 //! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`,
-//! `ishiki chat --profile P --models M [--state DIR]` and `ishiki doctor`.
+//! `ishiki chat --profile P --models M [--state DIR]`, `ishiki doctor` and
+//! `ishiki search-eval --catalog tools.json --queries q.json`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use ishiki_cli::chat::{self, ChatOptions};
 use ishiki_cli::runner::{self, RunOptions};
+use ishiki_cli::search_eval::{self, SearchEvalOptions};
 use ishiki_cli::transcript::Format;
 use ishiki_core::WorkerSpawn;
 
@@ -49,6 +51,18 @@ enum Command {
     /// Starts a codemode worker and prints which confinement layers (no_new_privs, Landlock,
     /// seccomp) this kernel let it apply.
     Doctor,
+    /// How well tool search finds the right tool in your catalog: hit@1, hit@5 and MRR of
+    /// Ishiki's ranker and of plain BM25, overall and per query class.
+    SearchEval {
+        /// Tool definitions: a JSON array, or an MCP `tools/list` result with a `server` name
+        /// (repeatable).
+        #[arg(long, value_name = "FILE", required = true)]
+        catalog: Vec<PathBuf>,
+        /// Labelled queries: a JSON array of `{query, expect, class?, also?}` (repeatable;
+        /// each file is one set in the table).
+        #[arg(long, value_name = "FILE", required = true)]
+        queries: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -153,6 +167,19 @@ fn main() -> ExitCode {
                 &mut stderr.lock(),
             );
             ExitCode::from(exit as u8)
+        }
+        Command::SearchEval { catalog, queries } => {
+            let options = SearchEvalOptions {
+                catalogs: catalog,
+                queries,
+            };
+            match search_eval::run(&options, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("ishiki search-eval: {message}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }

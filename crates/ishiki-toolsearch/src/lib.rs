@@ -55,6 +55,7 @@ mod catalog;
 mod def;
 mod delta;
 mod error;
+pub mod eval;
 mod index;
 mod signature;
 mod text;
