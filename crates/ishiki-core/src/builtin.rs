@@ -9,7 +9,7 @@ use ishiki_codemode::{AttachmentContent as CmContent, CallableTool, Outcome, Too
 use ishiki_outlet::{Display, DisplayPart, Emitted, Media, MediaRef, Outlet};
 use ishiki_projection::Lifetime;
 use ishiki_resources::{
-    AssetStore, DiskArtifactStore, ReadResult, ResourceCenter, WorkspaceScheme,
+    DiskArtifactStore, DiskAssetStore, ReadResult, ResourceCenter, WorkspaceScheme,
 };
 use ishiki_toolsearch::{Catalog, ToolDef};
 use serde_json::{Value, json};
@@ -25,7 +25,7 @@ use crate::tool::{Tool, ToolContext, ToolError};
 pub(crate) struct SharedParts {
     pub(crate) center: ResourceCenter,
     pub(crate) artifacts: Arc<DiskArtifactStore>,
-    pub(crate) assets: Arc<AssetStore>,
+    pub(crate) assets: Arc<DiskAssetStore>,
     pub(crate) workspace: Arc<WorkspaceScheme>,
     pub(crate) platform: Arc<dyn Platform>,
     pub(crate) vision: Option<Arc<dyn VisionModel>>,
@@ -39,7 +39,7 @@ pub(crate) struct SharedParts {
 pub(crate) struct Shared {
     pub(crate) center: ResourceCenter,
     pub(crate) artifacts: Arc<DiskArtifactStore>,
-    pub(crate) assets: Arc<AssetStore>,
+    pub(crate) assets: Arc<DiskAssetStore>,
     pub(crate) workspace: Arc<WorkspaceScheme>,
     pub(crate) platform: Arc<dyn Platform>,
     pub(crate) vision: Option<Arc<dyn VisionModel>>,

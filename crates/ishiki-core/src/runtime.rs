@@ -20,8 +20,8 @@ use ishiki_projection::{
     ProjectionInput, SourceLink, Verdict,
 };
 use ishiki_resources::{
-    AssetStore, DiskArtifactStore, FileScheme, LocalScheme, ResourceCenter, SchemeHandler,
-    WorkspaceScheme,
+    AssetStore as _, DiskArtifactStore, DiskAssetStore, FileScheme, LocalScheme, ResourceCenter,
+    SchemeHandler, WorkspaceScheme,
 };
 use ishiki_toolsearch::{Catalog, CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
@@ -315,7 +315,8 @@ impl Runtime {
         let artifacts = Arc::new(
             DiskArtifactStore::open(dir.join("artifacts")).map_err(|e| err("artifacts")(&e))?,
         );
-        let assets = Arc::new(AssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?);
+        let assets =
+            Arc::new(DiskAssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?);
         let workspace_root = b
             .workspace_root
             .clone()
@@ -539,7 +540,7 @@ impl Runtime {
     }
 
     /// The asset store (inbound media, cleanup).
-    pub fn assets(&self) -> &Arc<AssetStore> {
+    pub fn assets(&self) -> &Arc<DiskAssetStore> {
         &self.shared.assets
     }
 
