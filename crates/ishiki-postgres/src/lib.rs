@@ -41,7 +41,7 @@ use serde_json::Value;
 #[cfg(feature = "test-cluster")]
 pub mod testing;
 
-/// The schema version this build writes: the number of [`MIGRATIONS`].
+/// The schema version this build writes: the number of its migrations.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// Migration `n` (1-based) moves the schema from version `n - 1` to `n`. Append only: a
@@ -106,8 +106,10 @@ pub enum WhenHeld {
 /// How [`PostgresStore::connect`] connects and leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostgresOptions {
-    /// How long a lease lives without a commit (every commit renews it); default 30 s. A
-    /// holder that stops committing for longer may be taken over.
+    /// How long a lease lives without a commit (every commit renews it, and committing an
+    /// empty batch is a heartbeat); default 120 s, longer than a slow model answer or tool
+    /// call. A holder that stops committing for longer may be taken over, and then commits
+    /// nothing more.
     pub lease: Duration,
     /// What to do while another runtime holds the lease.
     pub when_held: WhenHeld,
@@ -120,7 +122,7 @@ pub struct PostgresOptions {
 impl Default for PostgresOptions {
     fn default() -> Self {
         Self {
-            lease: Duration::from_secs(30),
+            lease: Duration::from_secs(120),
             when_held: WhenHeld::Refuse,
             holder: format!("process {}", std::process::id()),
             connect_timeout: Duration::from_secs(10),
