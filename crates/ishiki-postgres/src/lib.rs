@@ -24,6 +24,23 @@
 //! `host=/run/postgresql dbname=ishiki`); what they leave out is read from the usual `PG*`
 //! environment variables ([`config_from`]). The connection is plain TCP or a Unix socket,
 //! without TLS.
+//!
+//! ```no_run
+//! # fn demo(assembly: ishiki_core::Assembly) -> Result<(), Box<dyn std::error::Error>> {
+//! use ishiki_postgres::{PostgresOptions, PostgresStore};
+//! // The password comes from PGPASSWORD, say.
+//! let store = PostgresStore::connect(
+//!     "postgres://ishiki@db.internal/ishiki",
+//!     "conversation-42",
+//!     &PostgresOptions::default(),
+//! )?;
+//! let runtime = ishiki_core::Runtime::builder(assembly, "/var/lib/ishiki/conversation-42")
+//!     .store(Box::new(store))
+//!     .build()?;
+//! # drop(runtime);
+//! # Ok(())
+//! # }
+//! ```
 
 use std::fmt;
 use std::str::FromStr;
@@ -344,7 +361,28 @@ impl PostgresStore {
     }
 }
 
+fn newer_schema(version: i32) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Version,
+        format!(
+            "history store schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
+        ),
+    )
+}
+
 fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    // The common case, without taking the migration lock: the schema is current. (An error
+    // here, such as a missing table, just means the locked path below decides.)
+    if let Ok(row) = client.query_one("SELECT max(version) FROM ishiki_schema", &[])
+        && let Ok(Some(version)) = row.try_get::<_, Option<i32>>(0)
+    {
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        if version > SCHEMA_VERSION {
+            return Err(newer_schema(version));
+        }
+    }
     let mut tx = client
         .transaction()
         .map_err(db("cannot migrate the schema"))?;
@@ -363,12 +401,7 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .try_get(0)
         .map_err(db("cannot read the schema version"))?;
     if version > SCHEMA_VERSION {
-        return Err(StoreError::new(
-            StoreErrorKind::Version,
-            format!(
-                "history store schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
-            ),
-        ));
+        return Err(newer_schema(version));
     }
     for (n, sql) in (1..)
         .zip(MIGRATIONS)
