@@ -130,7 +130,8 @@ pub struct PostgresOptions {
     pub lease: Duration,
     /// What to do while another runtime holds the lease.
     pub when_held: WhenHeld,
-    /// Who holds the lease, for the error another opener sees (default: this process id).
+    /// Who holds the lease, for the error another opener sees (default: this process id and
+    /// host name).
     pub holder: String,
     /// The connection timeout, unless the connection string sets one (default 10 s).
     pub connect_timeout: Duration,
@@ -141,7 +142,7 @@ impl Default for PostgresOptions {
         Self {
             lease: Duration::from_secs(120),
             when_held: WhenHeld::Refuse,
-            holder: format!("process {}", std::process::id()),
+            holder: default_holder(),
             connect_timeout: Duration::from_secs(10),
         }
     }
@@ -179,6 +180,17 @@ impl fmt::Debug for PostgresStore {
             .field("token", &self.token)
             .finish_non_exhaustive()
     }
+}
+
+/// `process <pid> on <host>`: enough for an operator to find the holder among machines.
+fn default_holder() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "an unknown host".to_owned());
+    format!("process {} on {host}", std::process::id())
 }
 
 /// Runs `f` on a fresh thread. The blocking client drives its own small tokio runtime, which
