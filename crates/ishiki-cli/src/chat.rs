@@ -31,6 +31,11 @@ pub struct ChatOptions {
     pub max_steps: u32,
     /// How codemode workers start.
     pub worker: WorkerSpawn,
+    /// Where history lives instead of the state directory: a `postgres://` connection string
+    /// (credentials in it or in the `PG*` environment variables).
+    pub store: Option<String>,
+    /// The conversation kept in `store` (one writer at a time per conversation).
+    pub conversation: String,
 }
 
 /// Runs a chat session until standard input ends.
@@ -91,6 +96,26 @@ fn model_for(models: &ModelsDoc, main: &str) -> Result<HttpModel, Failure> {
     HttpModel::new(config).map_err(|e| invalid(format!("models.{main}: {e}")))
 }
 
+/// The history store `--store` names.
+fn history_store(
+    url: &str,
+    conversation: &str,
+) -> Result<Box<dyn ishiki_core::HistoryStore>, Failure> {
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Err((
+            Exit::Invalid,
+            "--store takes a postgres:// or postgresql:// url; without it history stays in the state directory".to_owned(),
+        ));
+    }
+    let store = ishiki_postgres::PostgresStore::connect(
+        url,
+        conversation,
+        &ishiki_postgres::PostgresOptions::default(),
+    )
+    .map_err(|e| (Exit::Failed, format!("--store: {e}")))?;
+    Ok(Box::new(store))
+}
+
 fn run_inner(
     options: &ChatOptions,
     input: &mut dyn BufRead,
@@ -125,7 +150,11 @@ fn run_inner(
         .enable_all()
         .build()
         .map_err(|e| failed(&e))?;
-    let mut runtime = Runtime::builder(assembly, &options.state)
+    let mut builder = Runtime::builder(assembly, &options.state);
+    if let Some(url) = &options.store {
+        builder = builder.store(history_store(url, &options.conversation)?);
+    }
+    let mut runtime = builder
         .workspace_root(&workspace)
         .clock(Arc::new(SystemClock))
         .codemode_worker(options.worker.clone())

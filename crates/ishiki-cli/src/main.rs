@@ -47,6 +47,13 @@ enum Command {
         /// At most this many model requests per user message.
         #[arg(long, default_value_t = 25)]
         max_steps: u32,
+        /// Keep history in PostgreSQL instead of the state directory: `postgres://…`
+        /// (credentials in the URL or in PGUSER, PGPASSWORD, PGHOST, …).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+        /// The conversation to resume or start in `--store`.
+        #[arg(long, value_name = "ID", default_value = "default")]
+        conversation: String,
     },
     /// Starts a codemode worker and prints which confinement layers (no_new_privs, Landlock,
     /// seccomp) this kernel let it apply.
@@ -147,6 +154,8 @@ fn main() -> ExitCode {
             state,
             workspace,
             max_steps,
+            store,
+            conversation,
         } => {
             let options = ChatOptions {
                 profile,
@@ -156,6 +165,8 @@ fn main() -> ExitCode {
                 workspace,
                 max_steps,
                 worker: WorkerSpawn::CurrentExe,
+                store,
+                conversation,
             };
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();

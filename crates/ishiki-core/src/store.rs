@@ -23,6 +23,8 @@ use serde_json::Value;
 
 /// Where history lives. Implementations must make [`commit`](HistoryStore::commit) atomic and
 /// [`load`](HistoryStore::load) return exactly what earlier commits wrote, in commit order.
+/// A store shared by several machines (PostgreSQL) also keeps one writer per conversation: it
+/// refuses the commits of a writer that lost its lease with [`StoreErrorKind::Lease`].
 pub trait HistoryStore: Send + fmt::Debug {
     /// Everything stored: messages in commit order (with their withdrawn flag), attachment
     /// records in commit order, the latest delivery state and catalog, and metadata.

@@ -24,6 +24,23 @@
 //! `host=/run/postgresql dbname=ishiki`); what they leave out is read from the usual `PG*`
 //! environment variables ([`config_from`]). The connection is plain TCP or a Unix socket,
 //! without TLS.
+//!
+//! ```no_run
+//! # fn demo(assembly: ishiki_core::Assembly) -> Result<(), Box<dyn std::error::Error>> {
+//! use ishiki_postgres::{PostgresOptions, PostgresStore};
+//! // The password comes from PGPASSWORD, say.
+//! let store = PostgresStore::connect(
+//!     "postgres://ishiki@db.internal/ishiki",
+//!     "conversation-42",
+//!     &PostgresOptions::default(),
+//! )?;
+//! let runtime = ishiki_core::Runtime::builder(assembly, "/var/lib/ishiki/conversation-42")
+//!     .store(Box::new(store))
+//!     .build()?;
+//! # drop(runtime);
+//! # Ok(())
+//! # }
+//! ```
 
 use std::fmt;
 use std::str::FromStr;
@@ -41,7 +58,7 @@ use serde_json::Value;
 #[cfg(feature = "test-cluster")]
 pub mod testing;
 
-/// The schema version this build writes: the number of [`MIGRATIONS`].
+/// The schema version this build writes: the number of its migrations.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// Migration `n` (1-based) moves the schema from version `n - 1` to `n`. Append only: a
@@ -106,12 +123,15 @@ pub enum WhenHeld {
 /// How [`PostgresStore::connect`] connects and leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostgresOptions {
-    /// How long a lease lives without a commit (every commit renews it); default 30 s. A
-    /// holder that stops committing for longer may be taken over.
+    /// How long a lease lives without a commit (every commit renews it, and committing an
+    /// empty batch is a heartbeat); default 120 s, longer than a slow model answer or tool
+    /// call. A holder that stops committing for longer may be taken over, and then commits
+    /// nothing more.
     pub lease: Duration,
     /// What to do while another runtime holds the lease.
     pub when_held: WhenHeld,
-    /// Who holds the lease, for the error another opener sees (default: this process id).
+    /// Who holds the lease, for the error another opener sees (default: this process id and
+    /// host name).
     pub holder: String,
     /// The connection timeout, unless the connection string sets one (default 10 s).
     pub connect_timeout: Duration,
@@ -120,9 +140,9 @@ pub struct PostgresOptions {
 impl Default for PostgresOptions {
     fn default() -> Self {
         Self {
-            lease: Duration::from_secs(30),
+            lease: Duration::from_secs(120),
             when_held: WhenHeld::Refuse,
-            holder: format!("process {}", std::process::id()),
+            holder: default_holder(),
             connect_timeout: Duration::from_secs(10),
         }
     }
@@ -160,6 +180,17 @@ impl fmt::Debug for PostgresStore {
             .field("token", &self.token)
             .finish_non_exhaustive()
     }
+}
+
+/// `process <pid> on <host>`: enough for an operator to find the holder among machines.
+fn default_holder() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "an unknown host".to_owned());
+    format!("process {} on {host}", std::process::id())
 }
 
 /// Runs `f` on a fresh thread. The blocking client drives its own small tokio runtime, which
@@ -342,7 +373,28 @@ impl PostgresStore {
     }
 }
 
+fn newer_schema(version: i32) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Version,
+        format!(
+            "history store schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
+        ),
+    )
+}
+
 fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    // The common case, without taking the migration lock: the schema is current. (An error
+    // here, such as a missing table, just means the locked path below decides.)
+    if let Ok(row) = client.query_one("SELECT max(version) FROM ishiki_schema", &[])
+        && let Ok(Some(version)) = row.try_get::<_, Option<i32>>(0)
+    {
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        if version > SCHEMA_VERSION {
+            return Err(newer_schema(version));
+        }
+    }
     let mut tx = client
         .transaction()
         .map_err(db("cannot migrate the schema"))?;
@@ -361,12 +413,7 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .try_get(0)
         .map_err(db("cannot read the schema version"))?;
     if version > SCHEMA_VERSION {
-        return Err(StoreError::new(
-            StoreErrorKind::Version,
-            format!(
-                "history store schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
-            ),
-        ));
+        return Err(newer_schema(version));
     }
     for (n, sql) in (1..)
         .zip(MIGRATIONS)

@@ -26,10 +26,10 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use postgres::{Config, NoTls};
 
 /// The port only names the socket file (`.s.PGSQL.<port>`); the server listens on no TCP port.
-const PORT: u16 = 5432;
+pub const PORT: u16 = 5432;
 
-/// The database superuser `initdb` creates.
-const SUPERUSER: &str = "postgres";
+/// The database superuser `initdb` creates (no password: `trust` authentication).
+pub const SUPERUSER: &str = "postgres";
 
 /// A running throwaway cluster.
 #[derive(Debug)]
@@ -126,8 +126,18 @@ impl TestCluster {
         )
     }
 
+    /// The directory of the server's Unix socket (libpq's `host`).
+    pub fn socket_dir(&self) -> &Path {
+        &self.socket
+    }
+
     /// Creates a fresh, empty database and returns its connection string.
     pub fn database(&self) -> Result<String, String> {
+        self.create_database().map(|name| self.url(&name))
+    }
+
+    /// Creates a fresh, empty database and returns its name.
+    pub fn create_database(&self) -> Result<String, String> {
         let name = format!("test_{}", self.next.fetch_add(1, Ordering::Relaxed));
         let admin = self.url("postgres");
         std::thread::scope(|scope| {
@@ -142,7 +152,7 @@ impl TestCluster {
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })?;
-        Ok(self.url(&name))
+        Ok(name)
     }
 
     /// A command run as the cluster's owner.

@@ -100,3 +100,120 @@ fn chat_runs_a_session_through_stdin() {
         "the tool result reaches the second request"
     );
 }
+
+fn write_config(dir: &std::path::Path, base: &str) {
+    std::fs::write(dir.join("profile.yaml"), "{}\n").expect("profile");
+    std::fs::write(
+        dir.join("models.yaml"),
+        format!("models:\n  main: {{ input: [text], provider: openai, baseUrl: \"{base}\", model: test-model, apiKeyEnv: ISHIKI_TEST_KEY }}\n"),
+    )
+    .expect("models");
+}
+
+/// One `ishiki chat` process: `line` on stdin, then end of input.
+fn chat(
+    dir: &std::path::Path,
+    state: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    line: &str,
+) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ishiki"));
+    command
+        .arg("chat")
+        .arg("--profile")
+        .arg(dir.join("profile.yaml"))
+        .arg("--models")
+        .arg(dir.join("models.yaml"))
+        .arg("--state")
+        .arg(dir.join(state))
+        .args(extra)
+        .env("ISHIKI_TEST_KEY", "sk-test")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("ishiki chat starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(line.as_bytes())
+        .expect("a line is sent");
+    child.wait_with_output().expect("ishiki chat ends")
+}
+
+#[test]
+fn chat_keeps_history_in_postgres_with_store() {
+    let say = |id: &str, text: &str| {
+        format!(
+            r#"{{"id":"{id}","object":"chat.completion","model":"m","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"{text}"}}}}]}}"#
+        )
+    };
+    let (base, seen) = replay(vec![
+        say("r1", "Noted: the code is 4711."),
+        say("r2", "It is 4711."),
+    ]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    write_config(dir.path(), &base);
+    let cluster = ishiki_postgres::testing::TestCluster::shared()
+        .unwrap_or_else(|e| panic!("the PostgreSQL test cluster starts: {e}"));
+    let db = cluster.create_database().expect("a test database");
+    // The URL names the database and socket; the user comes from the environment.
+    let url = format!(
+        "postgres:///{db}?host={}&port={}",
+        cluster.socket_dir().display(),
+        ishiki_postgres::testing::PORT
+    );
+    let env = [("PGUSER", ishiki_postgres::testing::SUPERUSER)];
+    let store = ["--store", url.as_str(), "--conversation", "c1"];
+
+    let first = chat(
+        dir.path(),
+        "state-a",
+        &store,
+        &env,
+        "remember the code 4711\n",
+    );
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // Another state directory, same store and conversation: the session resumes.
+    let second = chat(dir.path(), "state-b", &store, &env, "what was the code?\n");
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(String::from_utf8_lossy(&second.stdout).contains("assistant: It is 4711."));
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen[1].contains("remember the code 4711") && seen[1].contains("Noted: the code is 4711."),
+        "the second session's request carries the first session's history: {}",
+        seen[1]
+    );
+    assert!(!dir.path().join("state-b/history.sqlite").exists());
+}
+
+#[test]
+fn chat_refuses_a_store_it_does_not_know() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let output = chat(
+        dir.path(),
+        "state",
+        &["--store", "mysql://db/x"],
+        &[],
+        "hello\n",
+    );
+    assert!(!output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim_end(),
+        "ishiki: --store takes a postgres:// or postgresql:// url; without it history stays in the state directory"
+    );
+}

@@ -184,6 +184,62 @@ fn a_runtime_whose_expired_lease_was_taken_over_cannot_commit() {
 }
 
 #[test]
+fn tool_results_of_a_runtime_that_lost_its_lease_are_not_committed() {
+    let url = database();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let expiring = PostgresOptions {
+        lease: Duration::ZERO,
+        ..options(WhenHeld::Refuse)
+    };
+    let mut stale = runtime(dir.path(), store(&url, "c", &expiring));
+    stale
+        .workspace()
+        .write("/home/workspace/note.txt", b"hello")
+        .expect("a fixture");
+    let prepared = stale.prepare().expect("a request");
+    let response = ModelResponse {
+        text: None,
+        calls: vec![ishiki_core::ToolCall {
+            id: "r1".to_owned(),
+            name: "read".to_owned(),
+            input: serde_json::json!({ "url": "workspace:///home/workspace/note.txt" }),
+        }],
+    };
+    stale
+        .commit(prepared, response)
+        .expect("the response commits");
+
+    // Taken over while the call runs: its result must not land in the new holder's history.
+    let fresh = store(&url, "c", &options(WhenHeld::Refuse));
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a tokio runtime");
+    // Inside a tokio runtime, as an embedder drives it: the store must not block it.
+    let error = tokio
+        .block_on(stale.execute())
+        .expect_err("the stale runtime cannot commit the result");
+    assert!(
+        error.message().starts_with(
+            "cannot store the tool results: the lease on conversation `c` was taken over"
+        ),
+        "{error}"
+    );
+    drop(stale);
+    // The new holder sees the call without a result and answers it as interrupted.
+    let mut fresh = runtime(dir.path(), fresh);
+    let request = fresh.prepare().expect("a request").request;
+    let last = request.messages.last().expect("a message");
+    assert_eq!(last.id, "s1-tools");
+    assert!(
+        matches!(
+            last.content.as_slice(),
+            [ishiki_core::Part::ToolResult { call_id, is_error: true, .. }] if call_id == "r1"
+        ),
+        "{last:?}"
+    );
+}
+
+#[test]
 fn a_live_lease_taken_over_by_force_fences_the_old_holder() {
     let url = database();
     let mut old = store(&url, "c", &options(WhenHeld::Refuse));
