@@ -6,11 +6,13 @@
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm) into the git-ignored `.tools/`.
+//! - `cargo xtask stress`: the kill -9 crash test at scale (1,000 kill points), see `stress.rs`.
 
 #![allow(clippy::print_stdout)] // xtask is a command: its table goes to stdout.
 
 use std::process::{Command, ExitCode};
 
+mod stress;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -20,8 +22,9 @@ fn main() -> ExitCode {
         Some("test") => tools().and_then(|()| test()),
         Some("tools") => tools(),
         Some("bench") => bench(&args[1..]),
+        Some("stress") => stress::stress(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools");
+            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools | stress [--kills N]");
             return ExitCode::from(2);
         }
     };

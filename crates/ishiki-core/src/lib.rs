@@ -113,10 +113,12 @@
 
 mod builtin;
 mod clock;
+mod decode;
 mod message;
 mod platform;
 mod profile;
 mod runtime;
+mod state_dir;
 mod store;
 pub mod text_protocol;
 mod tool;

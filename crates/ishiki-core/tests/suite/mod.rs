@@ -3,6 +3,7 @@
 mod assembly;
 mod crash;
 mod runtime;
+mod state_dir;
 mod store;
 mod text_protocol;
 
