@@ -9,6 +9,7 @@
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
 //!   `.tools/venv`) into the git-ignored `.tools/`.
+//! - `cargo xtask stress`: the kill -9 crash test at scale (1,000 kill points), see `stress.rs`.
 
 #![allow(clippy::print_stdout)] // xtask is a command: its table goes to stdout.
 
@@ -16,6 +17,7 @@ use std::process::{Command, ExitCode};
 
 mod guards;
 mod search_eval;
+mod stress;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -26,8 +28,11 @@ fn main() -> ExitCode {
         Some("tools") => tools(),
         Some("bench") => bench(&args[1..]),
         Some("search-eval") => search_eval::run(&args[1..]),
+        Some("stress") => stress::stress(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools | search-eval");
+            eprintln!(
+                "usage: cargo xtask ci | test | bench [FILTER] | tools | search-eval | stress [--kills N]"
+            );
             return ExitCode::from(2);
         }
     };

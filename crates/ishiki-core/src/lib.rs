@@ -113,12 +113,14 @@
 
 mod builtin;
 mod clock;
+mod decode;
 mod guard;
 mod message;
 mod platform;
 mod profile;
 mod rejection;
 mod runtime;
+mod state_dir;
 mod store;
 pub mod text_protocol;
 mod tool;

@@ -29,12 +29,16 @@ use serde_json::{Value, json};
 
 use crate::builtin::{self, Shared};
 use crate::clock::{Clock, SystemClock, rfc3339};
+use crate::decode;
 use crate::message::{
     DeltaEntry, MediaPart, Message, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
 };
 use crate::platform::{NullPlatform, Platform, VisionModel};
 use crate::profile::{Assembly, ToolCalling};
-use crate::store::{Batch, Durability, HistoryStore, SqliteStore, StoredAttachment, StoredMessage};
+use crate::state_dir;
+use crate::store::{
+    Batch, Durability, HistoryStore, StoreErrorKind, StoredAttachment, StoredMessage,
+};
 use crate::text_protocol::{self, Segment};
 use crate::tool::{Tool, ToolContext, ToolError};
 
@@ -284,6 +288,8 @@ pub struct Runtime {
     step: u64,
     planned: Vec<PlannedCall>,
     media_cache: Mutex<HashMap<String, Result<Option<String>, String>>>,
+    /// Held for the runtime's lifetime; the last field, so it is released after the store.
+    _state_lock: state_dir::StateLock,
 }
 
 impl Runtime {
@@ -311,16 +317,23 @@ impl Runtime {
 
     fn open(b: RuntimeBuilder) -> Result<Self, RuntimeError> {
         let dir = &b.state_dir;
+        let workspace_root = b
+            .workspace_root
+            .clone()
+            .unwrap_or_else(|| dir.join("workspace"));
+        let mut roots = vec![("the workspace root".to_owned(), workspace_root.clone())];
+        for (name, root) in &b.local_roots {
+            roots.push((format!("the local root `{name}`"), root.clone()));
+        }
+        state_dir::check_roots(dir, &roots)?;
         std::fs::create_dir_all(dir).map_err(|e| err("cannot create the state directory")(&e))?;
+        let state_lock = state_dir::lock(dir)?;
+        let evidence = state_dir::conversation_evidence(dir)?;
         let artifacts = Arc::new(
             DiskArtifactStore::open(dir.join("artifacts")).map_err(|e| err("artifacts")(&e))?,
         );
         let assets =
             Arc::new(DiskAssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?);
-        let workspace_root = b
-            .workspace_root
-            .clone()
-            .unwrap_or_else(|| dir.join("workspace"));
         std::fs::create_dir_all(&workspace_root)
             .map_err(|e| err("cannot create the workspace")(&e))?;
         let workspace =
@@ -400,39 +413,49 @@ impl Runtime {
 
         let store: Box<dyn HistoryStore> = match b.store {
             Some(store) => store,
-            None => Box::new(
-                SqliteStore::open(&dir.join("history.sqlite"), b.durability)
-                    .map_err(|e| err("cannot open the history store")(&e))?,
-            ),
+            None => Box::new(state_dir::open_history(dir, b.durability, evidence)?),
         };
-        let stored = store
-            .load()
-            .map_err(|e| err("cannot load the history store")(&e))?;
+        let stored = store.load().map_err(|e| match e.kind() {
+            StoreErrorKind::Corrupt => decode::damaged_store(&e),
+            _ => err("cannot load the history store")(&e),
+        })?;
 
         let mut history = Vec::new();
         for (m, withdrawn) in stored.messages {
-            let message: Message = serde_json::from_value(m.json)
-                .map_err(|e| err("a stored message is unreadable")(&e))?;
+            let row = format!("id `{}`", m.id);
+            let message: Message = decode::strict("messages", &row, m.json)?;
+            if message.id != m.id {
+                return Err(decode::damaged(
+                    "messages",
+                    &row,
+                    format!("the record's id is `{}`", message.id),
+                ));
+            }
             history.push(Entry { message, withdrawn });
         }
         let mut records = Vec::new();
         let mut not_downloaded = BTreeMap::new();
         for a in stored.attachments {
-            let stored: StoredRecord = serde_json::from_value(a.json)
-                .map_err(|e| err("a stored attachment record is unreadable")(&e))?;
+            let row = format!("id `{}`", a.id);
+            let stored: StoredRecord = decode::strict("attachments", &row, a.json)?;
+            if stored.record.id != a.id {
+                return Err(decode::damaged(
+                    "attachments",
+                    &row,
+                    format!("the record's id is `{}`", stored.record.id),
+                ));
+            }
             if let Some(reason) = stored.not_downloaded {
                 not_downloaded.insert(stored.record.id.clone(), reason);
             }
             records.push(stored.record);
         }
-        let delivery = match stored.delivery {
-            Some(v) => serde_json::from_value(v)
-                .map_err(|e| err("the stored delivery state is unreadable")(&e))?,
+        let delivery: DeliveryState = match stored.delivery {
+            Some(v) => decode::strict("state", "key `delivery`", v)?,
             None => DeliveryState::default(),
         };
         let blob: CatalogBlob = match stored.catalog {
-            Some(v) => serde_json::from_value(v)
-                .map_err(|e| err("the stored catalog is unreadable")(&e))?,
+            Some(v) => decode::strict("state", "key `catalog`", v)?,
             None => CatalogBlob::default(),
         };
         if let Some(state) = &blob.catalog {
@@ -449,15 +472,14 @@ impl Runtime {
                 .map(|d| d.name)
                 .collect()
         };
-        let step = stored.meta.get("step").and_then(Value::as_u64).unwrap_or(0);
-        let interrupted: Vec<PlannedCall> = stored
-            .meta
-            .get("pending_calls")
-            .cloned()
-            .map(serde_json::from_value)
-            .transpose()
-            .map_err(|e| err("the stored pending calls are unreadable")(&e))?
-            .unwrap_or_default();
+        let step: u64 = match stored.meta.get("step") {
+            Some(v) => decode::strict("meta", "key `step`", v.clone())?,
+            None => 0,
+        };
+        let interrupted: Vec<PlannedCall> = match stored.meta.get("pending_calls") {
+            Some(v) => decode::strict("meta", "key `pending_calls`", v.clone())?,
+            None => Vec::new(),
+        };
 
         let sandbox = if shared.assembly.profile.codemode.enable {
             let mut config = SandboxConfig {
@@ -488,6 +510,7 @@ impl Runtime {
             step,
             planned: Vec::new(),
             media_cache: Mutex::new(HashMap::new()),
+            _state_lock: state_lock,
         };
         runtime.answer_interrupted(interrupted)?;
         Ok(runtime)

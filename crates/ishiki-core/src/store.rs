@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -150,11 +151,15 @@ pub enum StoreErrorKind {
     UnknownMessage,
     /// The store was written by a newer version of this crate.
     Version,
-    /// A stored value is not valid JSON (the file was changed behind the store's back).
+    /// A stored row cannot be read: not valid JSON, a value of the wrong type or shape (the
+    /// file was changed behind the store's back). The message names the table and the row.
     Corrupt,
     /// The store refuses this writer: another runtime holds the conversation's lease, or this
     /// runtime's lease was taken over (one writer per conversation).
     Lease,
+    /// A history that must exist is not there: the database file is missing, empty, or has no
+    /// tables ([`SqliteStore::open_existing`]).
+    Missing,
 }
 
 /// An error from a [`HistoryStore`]. A failed commit has changed nothing.
@@ -265,26 +270,74 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if needed) the store at `path`.
     pub fn open(path: &Path, durability: Durability) -> Result<Self, StoreError> {
-        let conn = Connection::open(path).map_err(|e| {
+        let conn = Connection::open(path).map_err(|e| cannot_open(path, &e))?;
+        Self::init(conn, durability, true)
+    }
+
+    /// Opens the store at `path`, which must already hold a history: a missing file, an empty
+    /// one, or one without the store's tables (a lost write-ahead log leaves such a file) is a
+    /// [`StoreErrorKind::Missing`] error, never a new, empty history.
+    pub fn open_existing(path: &Path, durability: Durability) -> Result<Self, StoreError> {
+        let missing = |why: &str| {
             StoreError::new(
-                StoreErrorKind::Database,
-                format!("cannot open history store {}: {e}", path.display()),
+                StoreErrorKind::Missing,
+                format!("the history store {} {why}", path.display()),
             )
-        })?;
-        Self::init(conn, durability)
+        };
+        let size = match std::fs::metadata(path) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(missing("is missing"));
+            }
+            Err(e) => {
+                return Err(StoreError::new(
+                    StoreErrorKind::Database,
+                    format!("cannot open history store {}: {e}", path.display()),
+                ));
+            }
+        };
+        let flags = rusqlite::OpenFlags::default() - rusqlite::OpenFlags::SQLITE_OPEN_CREATE;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| cannot_open(path, &e))?;
+        match Self::init(conn, durability, false) {
+            Err(e) if e.kind() == StoreErrorKind::Missing && size == 0 => {
+                Err(missing("is empty (0 bytes)"))
+            }
+            Err(e) if e.kind() == StoreErrorKind::Missing => Err(missing(
+                "has none of its tables (its write-ahead log may have been lost)",
+            )),
+            other => other,
+        }
     }
 
     /// A store that lives only as long as the value (tests, throwaway sessions).
     pub fn in_memory() -> Result<Self, StoreError> {
         let conn = Connection::open_in_memory().map_err(db_error)?;
-        Self::init(conn, Durability::Normal)
+        Self::init(conn, Durability::Normal, true)
     }
 
-    fn init(mut conn: Connection, durability: Durability) -> Result<Self, StoreError> {
+    /// Sets the connection up; an empty database gets the schema when `create`, and is a
+    /// [`StoreErrorKind::Missing`] error otherwise.
+    fn init(
+        mut conn: Connection,
+        durability: Durability,
+        create: bool,
+    ) -> Result<Self, StoreError> {
         // Another process may hold the write lock briefly (a second reader of the same state
         // directory); wait for it rather than failing at once.
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(db_error)?;
+        if !create {
+            // Before anything can write to the file: an empty database stays as it was found.
+            let version: i64 = conn
+                .pragma_query_value(None, "user_version", |row| row.get(0))
+                .map_err(db_error)?;
+            if version == 0 {
+                return Err(StoreError::new(
+                    StoreErrorKind::Missing,
+                    "the history store has no tables",
+                ));
+            }
+        }
         // In-memory databases answer "memory"; only files switch to WAL.
         let _mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
@@ -305,12 +358,18 @@ impl SqliteStore {
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .map_err(db_error)?;
         match version {
+            0 if !create => {
+                return Err(StoreError::new(
+                    StoreErrorKind::Missing,
+                    "the history store has no tables",
+                ));
+            }
             0 => {
                 tx.execute_batch(SCHEMA).map_err(db_error)?;
                 tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                     .map_err(db_error)?;
             }
-            SCHEMA_VERSION => {}
+            SCHEMA_VERSION => check_tables(&tx)?,
             newer => {
                 return Err(StoreError::new(
                     StoreErrorKind::Version,
@@ -325,18 +384,94 @@ impl SqliteStore {
     }
 }
 
+fn cannot_open(path: &Path, e: &rusqlite::Error) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Database,
+        format!("cannot open history store {}: {e}", path.display()),
+    )
+}
+
+/// The tables of the schema, all of which a versioned store must have.
+const TABLES: [&str; 4] = ["messages", "attachments", "state", "meta"];
+
+fn check_tables(conn: &Connection) -> Result<(), StoreError> {
+    for table in TABLES {
+        let found: Option<String> = conn
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(db_error)?;
+        if found.is_none() {
+            return Err(StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("the history store has no table `{table}`"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn to_text(value: &Value) -> String {
     // Serializing a `Value` cannot fail: its map keys are strings.
     value.to_string()
 }
 
-fn from_text(what: &str, key: &str, text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::Corrupt,
-            format!("stored {what} `{key}` is not valid JSON: {e}"),
-        )
-    })
+fn corrupt(table: &str, row: &str, why: impl fmt::Display) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Corrupt,
+        format!("table `{table}`, {row}: {why}"),
+    )
+}
+
+/// A column's text, if it is text (and UTF-8).
+fn text(value: ValueRef<'_>) -> Option<String> {
+    match value {
+        ValueRef::Text(bytes) => std::str::from_utf8(bytes).ok().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// What a column holds, for a message.
+fn describe(value: ValueRef<'_>) -> String {
+    match value {
+        ValueRef::Null => "NULL".to_owned(),
+        ValueRef::Integer(n) => n.to_string(),
+        ValueRef::Real(x) => x.to_string(),
+        ValueRef::Text(_) => "text".to_owned(),
+        ValueRef::Blob(_) => "a blob".to_owned(),
+    }
+}
+
+/// Column `index` of `row` as JSON text, parsed.
+fn json_column(
+    row: &rusqlite::Row<'_>,
+    index: usize,
+    table: &str,
+    name: &str,
+) -> Result<Value, StoreError> {
+    let value = row.get_ref(index).map_err(db_error)?;
+    let Some(json) = text(value) else {
+        return Err(corrupt(
+            table,
+            name,
+            format!("the stored JSON is {}, not text", describe(value)),
+        ));
+    };
+    serde_json::from_str(&json).map_err(|e| corrupt(table, name, format!("not valid JSON: {e}")))
+}
+
+/// The `id` (column 1) and `json` (column 2) of a `messages` or `attachments` row; column 0 is
+/// its `seq`, to name a row whose id is unreadable.
+fn id_and_json(row: &rusqlite::Row<'_>, table: &str) -> Result<(String, Value), StoreError> {
+    let Some(id) = text(row.get_ref(1).map_err(db_error)?) else {
+        let seq = describe(row.get_ref(0).map_err(db_error)?);
+        return Err(corrupt(table, &format!("seq {seq}"), "the id is not text"));
+    };
+    let json = json_column(row, 2, table, &format!("id `{id}`"))?;
+    Ok((id, json))
 }
 
 fn is_unique_violation(error: &rusqlite::Error) -> bool {
@@ -354,65 +489,61 @@ impl HistoryStore for SqliteStore {
         let mut state = StoredState::default();
 
         let mut statement = tx
-            .prepare("SELECT id, json, withdrawn FROM messages ORDER BY seq")
+            .prepare("SELECT seq, id, json, withdrawn FROM messages ORDER BY seq")
             .map_err(db_error)?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, i64>(2)?,
-                ))
-            })
-            .map_err(db_error)?;
-        for row in rows {
-            let (id, json, withdrawn) = row.map_err(db_error)?;
-            let json = from_text("message", &id, &json)?;
-            state
-                .messages
-                .push((StoredMessage { id, json }, withdrawn != 0));
+        let mut rows = statement.query([]).map_err(db_error)?;
+        while let Some(row) = rows.next().map_err(db_error)? {
+            let (id, json) = id_and_json(row, "messages")?;
+            let withdrawn = match row.get_ref(3).map_err(db_error)? {
+                ValueRef::Integer(0) => false,
+                ValueRef::Integer(1) => true,
+                other => {
+                    return Err(corrupt(
+                        "messages",
+                        &format!("id `{id}`"),
+                        format!("the withdrawn flag is {}, not 0 or 1", describe(other)),
+                    ));
+                }
+            };
+            state.messages.push((StoredMessage { id, json }, withdrawn));
         }
+        drop(rows);
         drop(statement);
 
         let mut statement = tx
-            .prepare("SELECT id, json FROM attachments ORDER BY seq")
+            .prepare("SELECT seq, id, json FROM attachments ORDER BY seq")
             .map_err(db_error)?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-            })
-            .map_err(db_error)?;
-        for row in rows {
-            let (id, json) = row.map_err(db_error)?;
-            let json = from_text("attachment", &id, &json)?;
+        let mut rows = statement.query([]).map_err(db_error)?;
+        while let Some(row) = rows.next().map_err(db_error)? {
+            let (id, json) = id_and_json(row, "attachments")?;
             state.attachments.push(StoredAttachment { id, json });
         }
+        drop(rows);
         drop(statement);
 
-        let read_state = |key: &str| -> Result<Option<Value>, StoreError> {
-            let text: Option<String> = tx
-                .query_row("SELECT json FROM state WHERE key = ?1", [key], |row| {
-                    row.get(0)
-                })
-                .optional()
+        let keyed = |table: &str| -> Result<Vec<(String, Value)>, StoreError> {
+            let mut statement = tx
+                .prepare(&format!("SELECT key, json FROM {table} ORDER BY key"))
                 .map_err(db_error)?;
-            text.map(|t| from_text("state", key, &t)).transpose()
+            let mut rows = statement.query([]).map_err(db_error)?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(db_error)? {
+                let Some(key) = text(row.get_ref(0).map_err(db_error)?) else {
+                    return Err(corrupt(table, "a row", "the key is not text"));
+                };
+                let json = json_column(row, 1, table, &format!("key `{key}`"))?;
+                out.push((key, json));
+            }
+            Ok(out)
         };
-        state.delivery = read_state("delivery")?;
-        state.catalog = read_state("catalog")?;
-
-        let mut statement = tx.prepare("SELECT key, json FROM meta").map_err(db_error)?;
-        let rows = statement
-            .query_map([], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-            })
-            .map_err(db_error)?;
-        for row in rows {
-            let (key, json) = row.map_err(db_error)?;
-            let json = from_text("meta", &key, &json)?;
-            state.meta.insert(key, json);
+        for (key, json) in keyed("state")? {
+            match key.as_str() {
+                "delivery" => state.delivery = Some(json),
+                "catalog" => state.catalog = Some(json),
+                _ => {} // written by a later version; not this build's to read
+            }
         }
-        drop(statement);
+        state.meta = keyed("meta")?.into_iter().collect();
 
         tx.commit().map_err(db_error)?;
         Ok(state)

@@ -26,8 +26,9 @@
 //!
 //! Path safety (SEC-2): `workspace://` and `local://` refuse dot segments in any encoding,
 //! encoded or double-encoded separators, backslashes, NUL and control characters, Unicode
-//! look-alikes of `.` `/` `\` `%`, and symlinks whose target leaves the root or loops, with an
-//! [`ErrorKind::Escape`] error naming the URL.
+//! look-alikes of `.` `/` `\` `%`, and symlinks whose target leaves the root, loops or is
+//! absolute, with an [`ErrorKind::Escape`] error naming the URL. Every path is opened beneath a
+//! directory handle of its root, so a symlink swapped in concurrently cannot lead outside.
 //!
 //! This crate knows nothing about models, tools, budgets or lifetimes.
 //!

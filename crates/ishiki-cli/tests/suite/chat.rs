@@ -217,3 +217,43 @@ fn chat_refuses_a_store_it_does_not_know() {
         "ishiki: --store takes a postgres:// or postgresql:// url; without it history stays in the state directory"
     );
 }
+
+/// SEC-2: the README's old `--state .ishiki --workspace .` let the model read its own history
+/// through `workspace:///.ishiki/history.sqlite`; such a state directory is refused at start.
+#[test]
+fn chat_refuses_a_state_dir_inside_the_workspace() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
+    // Never contacted: the session is refused before the first request.
+    std::fs::write(
+        dir.path().join("models.yaml"),
+        "models:\n  main: { input: [text], provider: openai, baseUrl: \"http://127.0.0.1:9/v1\", model: test-model }\n",
+    )
+    .expect("models");
+    let output = Command::new(env!("CARGO_BIN_EXE_ishiki"))
+        .arg("chat")
+        .arg("--profile")
+        .arg(dir.path().join("profile.yaml"))
+        .arg("--models")
+        .arg(dir.path().join("models.yaml"))
+        .arg("--state")
+        .arg(workspace.join(".ishiki"))
+        .arg("--workspace")
+        .arg(&workspace)
+        .stdin(Stdio::null())
+        .output()
+        .expect("ishiki chat runs");
+    let canonical = std::fs::canonicalize(dir.path()).expect("a canonical path");
+    let stderr =
+        String::from_utf8_lossy(&output.stderr).replace(&canonical.display().to_string(), "[tmp]");
+    assert_eq!(
+        (output.status.code(), stderr.as_str()),
+        (
+            Some(1),
+            "ishiki: the state directory [tmp]/ws/.ishiki is inside the workspace root [tmp]/ws, where the model could read and change its history; keep the state directory outside every workspace and local root\n"
+        )
+    );
+    assert!(!workspace.join(".ishiki").exists(), "nothing was created");
+}

@@ -115,6 +115,19 @@ const CHILD_DURABILITY: &str = "ISHIKI_CORE_CRASH_DURABILITY";
 const CHILD_PG: &str = "ISHIKI_CORE_CRASH_PG";
 /// Overrides the fixed seed of the kill points (to explore more schedules by hand).
 const SEED_VAR: &str = "ISHIKI_CORE_CRASH_SEED";
+/// How many times a child is killed (default 50; `cargo xtask stress` asks for 1,000).
+const KILLS_VAR: &str = "ISHIKI_STRESS_KILLS";
+/// How many committed steps the killed session must reach at least (default 50).
+const STEPS_VAR: &str = "ISHIKI_STRESS_STEPS";
+
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(value) => value
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a whole number, not {value:?}")),
+        Err(_) => default,
+    }
+}
 
 /// Child: every step adds a user message with an image, projects a request, commits a response
 /// that reads a fresh workspace image with lifetime `once`, and executes it. A line goes to
@@ -218,8 +231,21 @@ impl Facts {
     }
 }
 
+/// What one check of a reopened runtime found. Lost commits and double deliveries are counted
+/// (they are the figures `cargo xtask stress` reports); a malformed history fails at once.
+#[derive(Debug, Default)]
+struct Found {
+    /// Committed facts checked (user messages, responses, executed results).
+    commits_checked: u64,
+    /// Delivered images checked not to come back.
+    deliveries_checked: u64,
+    lost: Vec<String>,
+    double: Vec<String>,
+}
+
 /// Checks a freshly reopened runtime's next request against everything reported committed.
-fn check(request: &Request, facts: &Facts, context: &str) {
+fn check(request: &Request, facts: &Facts, context: &str) -> Found {
+    let mut found = Found::default();
     let by_id: BTreeMap<&str, &Message> = request
         .messages
         .iter()
@@ -227,16 +253,20 @@ fn check(request: &Request, facts: &Facts, context: &str) {
         .collect();
     // No committed record is missing.
     for id in facts.users.keys() {
-        assert!(
-            by_id.contains_key(id.as_str()),
-            "{context}: user message {id} lost"
-        );
+        found.commits_checked += 1;
+        if !by_id.contains_key(id.as_str()) {
+            found
+                .lost
+                .push(format!("{context}: user message {id} lost"));
+        }
     }
     for (step, (call, _)) in &facts.committed {
+        found.commits_checked += 1;
         let id = format!("s{step}-assistant");
-        let assistant = by_id
-            .get(id.as_str())
-            .unwrap_or_else(|| panic!("{context}: response {id} lost"));
+        let Some(assistant) = by_id.get(id.as_str()) else {
+            found.lost.push(format!("{context}: response {id} lost"));
+            continue;
+        };
         if let Some(call) = call {
             assert!(
                 matches!(&assistant.content[..], [Part::ToolCall { id, .. }] if id == call),
@@ -270,11 +300,12 @@ fn check(request: &Request, facts: &Facts, context: &str) {
         "{context}: unanswered {open_calls:?}"
     );
     for call in facts.executed.keys() {
-        assert_eq!(
-            answered.get(call),
-            Some(&false),
-            "{context}: the executed result of {call} is lost"
-        );
+        found.commits_checked += 1;
+        if answered.get(call) != Some(&false) {
+            found
+                .lost
+                .push(format!("{context}: the executed result of {call} is lost"));
+        }
     }
     // Nothing committed as delivered is embedded again. Every image of this session is a
     // distinct resource: inbound images get fresh asset ids, and each read is of a new file
@@ -284,11 +315,40 @@ fn check(request: &Request, facts: &Facts, context: &str) {
     // response (PRJ-13): it must never come back. (A commit whose line was lost to the kill
     // is simply not known here; that only makes the check weaker, never wrong.)
     let delivered = facts.delivered();
+    found.deliveries_checked = delivered.len() as u64;
     for (message, url) in images(request) {
-        assert!(
-            !delivered.contains(url.as_str()),
-            "{context}: {url} ({message}) was committed as delivered and is embedded again"
-        );
+        if delivered.contains(url.as_str()) {
+            found.double.push(format!(
+                "{context}: {url} ({message}) was committed as delivered and is embedded again"
+            ));
+        }
+    }
+    found
+}
+
+/// Totals over every reopen of the test.
+#[derive(Debug, Default)]
+struct Totals {
+    commits_checked: u64,
+    deliveries_checked: u64,
+    lost: u64,
+    double: u64,
+}
+
+impl Totals {
+    /// Adds one check's findings; fails with them (after the summary line) if any is bad.
+    fn add(&mut self, found: Found, summary: impl Fn(&Self) -> String) {
+        self.commits_checked += found.commits_checked;
+        self.deliveries_checked += found.deliveries_checked;
+        self.lost += found.lost.len() as u64;
+        self.double += found.double.len() as u64;
+        if !found.lost.is_empty() || !found.double.is_empty() {
+            eprintln!("{}", summary(self));
+            panic!(
+                "lost commits: {:?}; double deliveries: {:?}",
+                found.lost, found.double
+            );
+        }
     }
 }
 
@@ -321,12 +381,23 @@ fn killed_sessions_reopen_consistent(history: &History) {
         .unwrap_or(0x1515_4b11_0000_0007_u64)
         | 1;
     let mut rng = Rng(seed);
+    let kills = env_number(KILLS_VAR, 50);
+    let min_steps = env_number(STEPS_VAR, 50);
+    let mut totals = Totals::default();
+    let summary = |kills_done: u64, steps: usize| {
+        move |t: &Totals| {
+            format!(
+                "crash summary: {kills_done} kill points, {steps} steps committed, {} committed facts and {} delivered images checked across reopens, {} double deliveries, {} lost commits (seed {seed})",
+                t.commits_checked, t.deliveries_checked, t.double, t.lost
+            )
+        }
+    };
     let dir = tempfile::tempdir().expect("a temp dir");
     let exe = std::env::current_exe().expect("the test binary has a path");
     let mut facts = Facts::default();
     let mut steps_seen = 0;
 
-    for round in 0..50_u64 {
+    for round in 0..kills {
         // Up to three steps' worth of lines (three per step), then SIGKILL: the child is then
         // somewhere in its next store commits, file writes or projection.
         let kill_after = 1 + rng.next() % 9;
@@ -389,8 +460,11 @@ fn killed_sessions_reopen_consistent(history: &History) {
             rt.step() >= last_step,
             "{context}: the step count went back"
         );
-        check(&prepared.request, &facts, &context);
         steps_seen = facts.committed.len();
+        totals.add(
+            check(&prepared.request, &facts, &context),
+            summary(round + 1, steps_seen),
+        );
         // Not committed: the next child sees exactly what the store holds.
         rt.abandon(prepared);
         drop(rt);
@@ -404,7 +478,10 @@ fn killed_sessions_reopen_consistent(history: &History) {
             assert_eq!(integrity, "ok", "{context}");
         }
     }
-    assert!(steps_seen >= 50, "only {steps_seen} steps committed");
+    assert!(
+        steps_seen as u64 >= min_steps,
+        "only {steps_seen} steps committed"
+    );
 
     // After the last crash the session goes on normally and still never repeats a delivery.
     let mut rt = open(
@@ -415,10 +492,13 @@ fn killed_sessions_reopen_consistent(history: &History) {
     );
     for k in 0..3 {
         let prepared = rt.prepare().expect("the request is prepared");
-        check(
-            &prepared.request,
-            &facts,
-            &format!("after the last crash, step {k}"),
+        totals.add(
+            check(
+                &prepared.request,
+                &facts,
+                &format!("after the last crash, step {k}"),
+            ),
+            summary(kills, steps_seen),
         );
         let urls = images(&prepared.request)
             .into_iter()
@@ -435,4 +515,5 @@ fn killed_sessions_reopen_consistent(history: &History) {
         .expect("the commit succeeds");
         facts.committed.insert(step, (None, urls));
     }
+    eprintln!("{}", summary(kills, steps_seen)(&totals));
 }

@@ -1,0 +1,222 @@
+//! The state directory (history, artifacts, assets) as the runtime opens it (SEC-2, SEC-4):
+//!
+//! - never reachable by the model: a state directory inside the workspace root or a `local://`
+//!   root is refused at start, and so is a root inside the state's own stores;
+//! - one runtime at a time: an exclusive lock on `ishiki.lock` for the runtime's lifetime,
+//!   refusing a second opener with the holder's pid (a second runtime would answer the first
+//!   one's live calls as interrupted);
+//! - never silently restarted: a directory that held a conversation (the marker file written
+//!   at first open, artifacts or assets) whose history store is missing, empty or without its
+//!   tables is an error, not a new session.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read as _, Write as _};
+use std::path::{Component, Path, PathBuf};
+
+use crate::runtime::RuntimeError;
+use crate::store::{Durability, SqliteStore, StoreErrorKind};
+
+/// The lock file; it holds the pid of the runtime that has the lock.
+pub(crate) const LOCK_FILE: &str = "ishiki.lock";
+/// Written after the history store is first created: from then on the directory holds a
+/// conversation, and a missing or empty history store is a loss, not a fresh start.
+pub(crate) const MARKER_FILE: &str = "ishiki.conversation";
+/// The SQLite history store.
+pub(crate) const HISTORY_FILE: &str = "history.sqlite";
+/// The state's own stores (directory, what it is): no root the model can reach may lie inside.
+const STORES: [(&str, &str); 2] = [("artifacts", "artifact store"), ("assets", "asset store")];
+
+/// `path` made absolute with symlinks resolved as far as it exists; the rest (not created yet)
+/// is appended with `.` and `..` applied lexically.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(existing) {
+            let mut out = canonical;
+            for component in rest.iter().rev() {
+                match component {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::CurDir => {}
+                    other => out.push(other.as_os_str()),
+                }
+            }
+            return out;
+        }
+        let (Some(parent), Some(last)) = (existing.parent(), existing.components().next_back())
+        else {
+            return absolute;
+        };
+        rest.push(last);
+        existing = parent;
+    }
+}
+
+/// Refuses a state directory the model could read or change through a root it can reach:
+/// the state inside a root (or equal to it), or a root inside the state's artifact or asset
+/// store. `roots` are `(what the root is, its directory)`.
+pub(crate) fn check_roots(state: &Path, roots: &[(String, PathBuf)]) -> Result<(), RuntimeError> {
+    let state_resolved = resolved(state);
+    for (what, root) in roots {
+        let root_resolved = resolved(root);
+        if state_resolved.starts_with(&root_resolved) {
+            return Err(RuntimeError::new(format!(
+                "the state directory {} is inside {what} {}, where the model could read and change its history; keep the state directory outside every workspace and local root",
+                state_resolved.display(),
+                root_resolved.display()
+            )));
+        }
+        for (store, name) in STORES {
+            let store = state_resolved.join(store);
+            if root_resolved.starts_with(&store) {
+                return Err(RuntimeError::new(format!(
+                    "{what} {} is inside {}, the state directory's {name}, where the model could change stored media; choose a root outside it",
+                    root_resolved.display(),
+                    store.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The exclusive lock on a state directory; dropping it (closing the file) releases it.
+#[derive(Debug)]
+pub(crate) struct StateLock {
+    _file: File,
+}
+
+/// Takes the state directory's lock, or names the runtime that holds it.
+pub(crate) fn lock(dir: &Path) -> Result<StateLock, RuntimeError> {
+    let path = dir.join(LOCK_FILE);
+    let cannot = |e: &dyn std::fmt::Display| {
+        RuntimeError::new(format!(
+            "cannot lock the state directory {}: {e}",
+            dir.display()
+        ))
+    };
+    // Not truncated on open: until the lock is ours, the file holds the holder's pid.
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| cannot(&e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let holder = match (&file).take(32).read_to_string(&mut text) {
+                Ok(_) => match text.trim().parse::<u32>() {
+                    Ok(pid) if pid == std::process::id() => format!("pid {pid}, this process"),
+                    Ok(pid) => format!("pid {pid}"),
+                    Err(_) => "pid unknown".to_owned(),
+                },
+                Err(_) => "pid unknown".to_owned(),
+            };
+            return Err(RuntimeError::new(format!(
+                "the state directory {} is in use by another runtime ({holder}); a state directory serves one runtime at a time",
+                dir.display()
+            )));
+        }
+        Err(TryLockError::Error(e)) => return Err(cannot(&e)),
+    }
+    file.set_len(0).map_err(|e| cannot(&e))?;
+    file.write_all(format!("{}\n", std::process::id()).as_bytes())
+        .map_err(|e| cannot(&e))?;
+    Ok(StateLock { _file: file })
+}
+
+/// What shows that `dir` held a conversation, if anything does.
+pub(crate) fn conversation_evidence(dir: &Path) -> Result<Option<String>, RuntimeError> {
+    if dir.join(MARKER_FILE).exists() {
+        return Ok(Some(format!("its marker file {MARKER_FILE} is there")));
+    }
+    for (store, _) in STORES {
+        match std::fs::read_dir(dir.join(store)) {
+            Ok(mut entries) => {
+                if entries.next().is_some() {
+                    return Ok(Some(format!("its {store} are still there")));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(RuntimeError::new(format!(
+                    "cannot read the state directory's {store}: {e}"
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Opens the SQLite history store of `dir`: created when the directory never held a
+/// conversation, otherwise required to hold one. Writes the marker file once it exists.
+pub(crate) fn open_history(
+    dir: &Path,
+    durability: Durability,
+    evidence: Option<String>,
+) -> Result<SqliteStore, RuntimeError> {
+    let path = dir.join(HISTORY_FILE);
+    let cannot = |e: &dyn std::fmt::Display| {
+        RuntimeError::new(format!("cannot open the history store: {e}"))
+    };
+    let store = match evidence {
+        None => SqliteStore::open(&path, durability).map_err(|e| cannot(&e))?,
+        Some(evidence) => SqliteStore::open_existing(&path, durability).map_err(|e| {
+            if e.kind() == StoreErrorKind::Missing {
+                RuntimeError::new(format!(
+                    "the state directory {} held a conversation ({evidence}), but {e}: refusing to start a new conversation over it; restore the history store, or choose another state directory",
+                    dir.display()
+                ))
+            } else {
+                cannot(&e)
+            }
+        })?,
+    };
+    let marker = dir.join(MARKER_FILE);
+    if !marker.exists() {
+        let written = File::create(&marker).and_then(|mut f| {
+            f.write_all(
+                b"this directory holds an ishiki conversation: history.sqlite, artifacts, assets\n",
+            )?;
+            f.sync_all()
+        });
+        written.map_err(|e| {
+            RuntimeError::new(format!(
+                "cannot write {} in the state directory: {e}",
+                marker.display()
+            ))
+        })?;
+    }
+    Ok(store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolved_paths_follow_what_exists_and_apply_the_rest_lexically() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let real = std::fs::canonicalize(dir.path()).expect("canonical");
+        assert_eq!(resolved(dir.path()), real);
+        assert_eq!(
+            resolved(&dir.path().join("a/b/../c/./d")),
+            real.join("a/c/d")
+        );
+        #[cfg(unix)]
+        {
+            std::fs::create_dir(dir.path().join("target")).expect("target");
+            std::os::unix::fs::symlink("target", dir.path().join("link")).expect("link");
+            assert_eq!(
+                resolved(&dir.path().join("link/new")),
+                real.join("target/new")
+            );
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! The state directory as the runtime opens it (SEC-2, SEC-4): never inside a root the model
+//! can read, one runtime at a time, never silently restarted over a lost history, and every
+//! stored row read strictly.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ishiki_core::{Durability, ModelResponse, Runtime, RuntimeError, ToolCall};
+use serde_json::json;
+
+use super::runtime::{assembly, clock_at, png};
+use super::with_snapshots;
+
+fn builder(dir: &Path) -> ishiki_core::RuntimeBuilder {
+    Runtime::builder(assembly("", "seeing"), dir)
+        .clock(clock_at(Duration::ZERO))
+        .durability(Durability::Normal)
+}
+
+fn open(dir: &Path) -> Result<Runtime, RuntimeError> {
+    builder(dir).build()
+}
+
+/// `message` with the temporary directory's path (as given and canonical) replaced by `[tmp]`.
+fn redact(message: &str, tmp: &Path) -> String {
+    let canonical = std::fs::canonicalize(tmp).expect("a canonical path");
+    message
+        .replace(&canonical.display().to_string(), "[tmp]")
+        .replace(&tmp.display().to_string(), "[tmp]")
+}
+
+/// A conversation of two steps: an inbound image (an asset), a read of a workspace image (an
+/// artifact and an attachment record) and a committed delivery.
+async fn converse(dir: &Path) {
+    let mut rt = open(dir).expect("the runtime opens");
+    rt.add_user_message("u1", "look", &[png(4, 4, 1)])
+        .expect("a user message");
+    rt.workspace()
+        .write("/home/workspace/a.png", &png(5, 3, 2))
+        .expect("a workspace image");
+    let prepared = rt.prepare().expect("a request");
+    rt.commit(
+        prepared,
+        ModelResponse {
+            text: None,
+            calls: vec![ToolCall {
+                id: "c1".to_owned(),
+                name: "read".to_owned(),
+                input: json!({ "url": "workspace:///home/workspace/a.png", "lifetime": "once" }),
+            }],
+        },
+    )
+    .expect("a commit");
+    rt.execute().await.expect("the read runs");
+    let prepared = rt.prepare().expect("a second request");
+    rt.commit(
+        prepared,
+        ModelResponse {
+            text: Some("seen".to_owned()),
+            calls: Vec::new(),
+        },
+    )
+    .expect("a second commit");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Roots (SEC-2).
+
+#[test]
+fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).expect("ws");
+    let mut report = Vec::new();
+    let mut refused = |name: &str, state: &Path, b: ishiki_core::RuntimeBuilder| {
+        let error = b.build().expect_err(name);
+        assert!(
+            !state.exists(),
+            "{name}: the refused state directory was created"
+        );
+        report.push(format!(
+            "{name}:\n  {}",
+            redact(error.message(), tmp.path())
+        ));
+    };
+    let state = ws.join(".ishiki");
+    refused(
+        "inside the workspace",
+        &state,
+        builder(&state).workspace_root(&ws),
+    );
+    let state = ws.join("deep/er/state");
+    refused(
+        "deep inside the workspace, through a path with dots",
+        &state,
+        builder(&state).workspace_root(tmp.path().join("ws/deep/../.")),
+    );
+    let docs = tmp.path().join("docs");
+    let state = docs.join("state");
+    refused(
+        "inside a local root",
+        &state,
+        builder(&state)
+            .workspace_root(&ws)
+            .local_root("docs", &docs),
+    );
+    let state = tmp.path().join("state");
+    refused(
+        "a workspace inside the artifact store",
+        &state,
+        builder(&state).workspace_root(state.join("artifacts/x")),
+    );
+    #[cfg(unix)]
+    {
+        // A symlink to the workspace is the workspace.
+        std::os::unix::fs::symlink(&ws, tmp.path().join("ws_link")).expect("a link");
+        let state = tmp.path().join("ws_link/state");
+        refused(
+            "inside the workspace through a symlink",
+            &state,
+            builder(&state).workspace_root(&ws),
+        );
+    }
+    with_snapshots(|| insta::assert_snapshot!("state_dir_roots_refused", report.join("\n")));
+
+    // Beside the workspace, or the default workspace inside the state directory: fine.
+    open(&tmp.path().join("beside")).expect("the default workspace is inside the state");
+    builder(&tmp.path().join("beside2"))
+        .workspace_root(&ws)
+        .local_root("docs", &docs)
+        .build()
+        .expect("a state directory beside the roots");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lock (SEC-4).
+
+#[test]
+fn sec4_a_state_dir_serves_one_runtime_at_a_time_and_names_the_holder() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().join("state");
+    let first = open(&dir).expect("the first runtime opens");
+    let error = open(&dir).expect_err("a second runtime is refused");
+    let pid = std::process::id();
+    assert_eq!(
+        redact(error.message(), tmp.path()),
+        format!(
+            "the state directory [tmp]/state is in use by another runtime (pid {pid}, this process); a state directory serves one runtime at a time"
+        )
+    );
+    drop(first);
+    let again = open(&dir).expect("the lock is released with the runtime");
+    drop(again);
+}
+
+const LOCK_CHILD_DIR: &str = "ISHIKI_CORE_LOCK_CHILD_STATE";
+
+/// Child of the test below: holds a runtime on the state directory until its stdin closes.
+#[test]
+fn sec4_state_dir_lock_child() {
+    let Ok(dir) = std::env::var(LOCK_CHILD_DIR) else {
+        return; // Not re-executed by the lock test: nothing to do.
+    };
+    let rt = open(Path::new(&dir)).expect("the child opens the state directory");
+    let mut out = std::io::stdout().lock();
+    // The harness has printed `test … ` without a newline: end that line first.
+    writeln!(out)
+        .and_then(|()| writeln!(out, "locked"))
+        .expect("stdout");
+    out.flush().expect("stdout");
+    let mut rest = String::new();
+    let _ = std::io::stdin().read_line(&mut rest);
+    drop(rt);
+}
+
+#[test]
+fn sec4_another_process_holding_the_state_dir_is_named_by_its_pid() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().join("state");
+    let mut child = Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "suite::state_dir::sec4_state_dir_lock_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(LOCK_CHILD_DIR, &dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the child starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout"))
+        .lines()
+        .map_while(Result::ok);
+    assert!(
+        lines.by_ref().any(|line| line == "locked"),
+        "the child took the lock"
+    );
+    let error = open(&dir).expect_err("refused while the child holds the lock");
+    assert_eq!(
+        redact(error.message(), tmp.path()),
+        format!(
+            "the state directory [tmp]/state is in use by another runtime (pid {}); a state directory serves one runtime at a time",
+            child.id()
+        )
+    );
+    drop(child.stdin.take()); // the child drops its runtime and ends
+    lines.for_each(drop); // read to the end, so the child's last lines are not written into a closed pipe
+    let status = child.wait().expect("the child ends");
+    assert!(status.success(), "{status}");
+    open(&dir).expect("free again once the holder is gone");
+}
+
+// ---------------------------------------------------------------------------------------------
+// A lost history (SEC-4).
+
+#[tokio::test]
+async fn sec4_a_lost_history_is_an_error_not_a_new_conversation() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let mut report = Vec::new();
+    let mut refused = |name: &str, dir: &Path| {
+        let before = std::fs::metadata(dir.join("history.sqlite")).map(|m| m.len());
+        let error = open(dir).expect_err(name);
+        report.push(format!(
+            "{name}:\n  {}",
+            redact(error.message(), tmp.path())
+        ));
+        // The evidence is left as it was found.
+        let after = std::fs::metadata(dir.join("history.sqlite")).map(|m| m.len());
+        assert_eq!(
+            before.as_ref().ok(),
+            after.as_ref().ok(),
+            "{name}: the history file changed"
+        );
+    };
+    let remove_db = |dir: &Path| {
+        for name in ["history.sqlite", "history.sqlite-wal", "history.sqlite-shm"] {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
+    };
+
+    let dir = tmp.path().join("emptied");
+    converse(&dir).await;
+    remove_db(&dir);
+    std::fs::write(dir.join("history.sqlite"), b"").expect("a 0-byte database");
+    refused("0-byte history, marker present", &dir);
+
+    let dir = tmp.path().join("legacy");
+    converse(&dir).await;
+    remove_db(&dir);
+    std::fs::remove_file(dir.join("ishiki.conversation")).expect("the marker");
+    std::fs::write(dir.join("history.sqlite"), b"").expect("a 0-byte database");
+    refused(
+        "0-byte history, no marker, artifacts and assets present",
+        &dir,
+    );
+    std::fs::remove_dir_all(dir.join("artifacts")).expect("artifacts");
+    refused("0-byte history, no marker, assets present", &dir);
+
+    let dir = tmp.path().join("deleted");
+    converse(&dir).await;
+    remove_db(&dir);
+    refused("history deleted", &dir);
+
+    with_snapshots(|| insta::assert_snapshot!("state_dir_lost_history", report.join("\n")));
+}
+
+#[tokio::test]
+async fn sec4_a_history_whose_write_ahead_log_was_lost_is_an_error() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().join("state");
+    let mut rt = open(&dir).expect("the runtime opens");
+    rt.add_user_message("u1", "look", &[png(4, 4, 1)])
+        .expect("a user message");
+    let prepared = rt.prepare().expect("a request");
+    rt.commit(
+        prepared,
+        ModelResponse {
+            text: Some("seen".to_owned()),
+            calls: Vec::new(),
+        },
+    )
+    .expect("a commit");
+    // Killed now, with the commits only in the write-ahead log (no checkpoint yet), and the
+    // log then deleted: what is left is the main file and the rest of the directory.
+    let lost = tmp.path().join("lost");
+    std::fs::create_dir(&lost).expect("a copy");
+    for name in ["history.sqlite", "ishiki.conversation"] {
+        std::fs::copy(dir.join(name), lost.join(name)).expect("a copied file");
+    }
+    drop(rt);
+    let error = open(&lost).expect_err("a history without its log is refused");
+    assert_eq!(
+        redact(error.message(), tmp.path()),
+        "the state directory [tmp]/lost held a conversation (its marker file ishiki.conversation is there), but the history store [tmp]/lost/history.sqlite has none of its tables (its write-ahead log may have been lost): refusing to start a new conversation over it; restore the history store, or choose another state directory"
+    );
+    // The untouched original reopens with its conversation.
+    let rt = open(&dir).expect("the original reopens");
+    assert!(rt.has_message("u1"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict rows (SEC-4, PRJ-13).
+
+#[tokio::test]
+async fn sec4_a_stored_row_of_the_wrong_shape_is_an_error_naming_its_table_and_row() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let template = tmp.path().join("template");
+    converse(&template).await;
+    let first_message: String = rusqlite::Connection::open(template.join("history.sqlite"))
+        .expect("the database")
+        .query_row("SELECT id FROM messages ORDER BY seq LIMIT 1", [], |row| {
+            row.get(0)
+        })
+        .expect("a message");
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "delivery state of the wrong shape",
+            r#"UPDATE state SET json = '{"x":1}' WHERE key = 'delivery'"#.to_owned(),
+        ),
+        (
+            "delivery state with an unknown field in a record",
+            r#"UPDATE state SET json = json_set(json, '$.records[0].delivered', 1) WHERE key = 'delivery'"#.to_owned(),
+        ),
+        (
+            "catalog with an unknown field",
+            r#"UPDATE state SET json = json_set(json, '$.x', 1) WHERE key = 'catalog'"#.to_owned(),
+        ),
+        (
+            "message with an unknown field",
+            format!("UPDATE messages SET json = json_set(json, '$.extra', 1) WHERE id = '{first_message}'"),
+        ),
+        (
+            "message whose record names another id",
+            format!("UPDATE messages SET json = json_set(json, '$.id', 'other') WHERE id = '{first_message}'"),
+        ),
+        (
+            "message that is not JSON",
+            format!("UPDATE messages SET json = '{{' WHERE id = '{first_message}'"),
+        ),
+        (
+            "message stored as a blob",
+            format!("UPDATE messages SET json = x'7b7d' WHERE id = '{first_message}'"),
+        ),
+        (
+            "withdrawn flag out of range",
+            format!("UPDATE messages SET withdrawn = 2 WHERE id = '{first_message}'"),
+        ),
+        (
+            "attachment record of the wrong shape",
+            r#"UPDATE attachments SET json = '{"x":1}' WHERE seq = (SELECT min(seq) FROM attachments)"#.to_owned(),
+        ),
+        (
+            "step that is not a number",
+            r#"UPDATE meta SET json = '"seven"' WHERE key = 'step'"#.to_owned(),
+        ),
+        (
+            "pending calls of the wrong shape",
+            r#"INSERT OR REPLACE INTO meta (key, json) VALUES ('pending_calls', '{"x":1}')"#.to_owned(),
+        ),
+    ];
+    let mut report = Vec::new();
+    for (i, (name, sql)) in cases.iter().enumerate() {
+        let dir = tmp.path().join(format!("case{i}"));
+        std::fs::create_dir(&dir).expect("a case directory");
+        for entry in [
+            "history.sqlite",
+            "history.sqlite-wal",
+            "ishiki.conversation",
+        ] {
+            if template.join(entry).exists() {
+                std::fs::copy(template.join(entry), dir.join(entry)).expect("a copy");
+            }
+        }
+        let changed = rusqlite::Connection::open(dir.join("history.sqlite"))
+            .expect("the copy")
+            .execute(sql, [])
+            .expect("the damage applies");
+        assert_eq!(changed, 1, "{name}: {sql}");
+        let error = open(&dir).expect_err(name);
+        report.push(format!("{name}:\n  {}", error.message()));
+    }
+    with_snapshots(|| insta::assert_snapshot!("state_dir_damaged_rows", report.join("\n")));
+    // The undamaged template still opens.
+    open(&template).expect("the template opens");
+}
