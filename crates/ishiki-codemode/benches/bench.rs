@@ -7,6 +7,9 @@
 //! - host memory growth over 10 000 consecutive programs in-process and 2 000 through worker
 //!   processes (target < 10 %);
 //! - the hostile corpus: the slowest program's end, with a 2 s timeout (target ≤ timeout + 1 s).
+//!
+//! `cargo bench -p ishiki-codemode --bench bench -- invocation` runs only the rows whose name
+//! holds one of the given words (`invocation`, `journey`, `hostile`, `memory`).
 
 #![allow(clippy::print_stdout, reason = "a bench binary reports on stdout")]
 
@@ -166,6 +169,15 @@ fn main() {
     runtime.block_on(bench());
 }
 
+/// Whether the row `name` was asked for (all rows when no word is given).
+fn wanted(name: &str) -> bool {
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
+    words.is_empty() || words.iter().any(|word| name.contains(word.as_str()))
+}
+
 async fn bench() {
     let worker = std::path::PathBuf::from(env!("CARGO_BIN_EXE_ishiki-codemode-worker"));
     let sandbox = Sandbox::new(SandboxConfig {
@@ -177,6 +189,21 @@ async fn bench() {
 
     // (a) invocation latency, 2 tool calls.
     let small = tools("line one\nline two");
+    if wanted("invocation") {
+        invocation(&sandbox, &small).await;
+    }
+    if wanted("journey") {
+        journey(&sandbox).await;
+    }
+    if wanted("hostile") {
+        hostile(&small).await;
+    }
+    if wanted("memory") {
+        memory(&small).await;
+    }
+}
+
+async fn invocation(sandbox: &Sandbox, small: &[Arc<dyn CallableTool>]) {
     // Interleaved, so both engines see the same load on a shared machine.
     let iterations = 300;
     let mut boa = Vec::with_capacity(iterations);
@@ -184,7 +211,7 @@ async fn bench() {
     for i in 0..iterations + 10 {
         sandbox.warm().await.expect("warm");
         let start = Instant::now();
-        let outcome = sandbox.run(TWO_CALLS, small.clone()).await.expect("run");
+        let outcome = sandbox.run(TWO_CALLS, small.to_vec()).await.expect("run");
         let boa_elapsed = start.elapsed();
         assert_eq!(outcome.value, json!({ "n": 17, "ok": true }));
         // The pool refills after a run; let that finish before timing the other engine.
@@ -214,7 +241,9 @@ async fn bench() {
         micros(hot),
         micros(boa) / micros(hot)
     );
+}
 
+async fn journey(sandbox: &Sandbox) {
     // (b) the TODO journey over 20 000 lines.
     let text = notes(20_000);
     let journey = tools(&text);
@@ -243,7 +272,9 @@ async fn bench() {
         micros(quick) / 1e3,
         micros(boa) / micros(quick)
     );
+}
 
+async fn hostile(small: &[Arc<dyn CallableTool>]) {
     // (d) the hostile corpus, a few at a time, default limits but a 2 s timeout.
     let timeout = Duration::from_secs(2);
     let hostile = Sandbox::new(SandboxConfig {
@@ -264,7 +295,7 @@ async fn bench() {
     for (name, code) in corpus::corpus() {
         let hostile = hostile.clone();
         let slots = Arc::clone(&slots);
-        let tools = small.clone();
+        let tools = small.to_vec();
         runs.spawn(async move {
             let _slot = slots.acquire_owned().await.expect("semaphore");
             let start = Instant::now();
@@ -282,7 +313,7 @@ async fn bench() {
     let after = hostile
         .run(
             "const r = await tools.echo({ ok: 1 }); return r.ok",
-            small.clone(),
+            small.to_vec(),
         )
         .await
         .expect("the host survives");
@@ -292,7 +323,9 @@ async fn bench() {
         slowest.0.as_secs_f64(),
         slowest.1
     );
+}
 
+async fn memory(small: &[Arc<dyn CallableTool>]) {
     // (c) host memory over consecutive programs: 10 000 in-process (every engine is built and
     // dropped inside this process, the strictest case) and 2 000 through worker processes.
     for (mode, programs, worker) in [
@@ -324,7 +357,7 @@ async fn bench() {
             let outcome = sandbox
                 .run(
                     "const r = await tools.echo({ i: 1 }); return r.i + 1",
-                    small.clone(),
+                    small.to_vec(),
                 )
                 .await
                 .expect("small program");
