@@ -17,6 +17,11 @@
 //!   exits is stopped, its tools answer with an error naming it, and the next call starts it
 //!   again; other servers and the runtime go on.
 //! - A server that fails to start is reported by [`connect_all`]; the others still connect.
+//! - A server's tool list may change mid-session: its client follows
+//!   `notifications/tools/list_changed`, and [`apply_tool_changes`] (call it before each
+//!   request, with the servers from [`start_all`]) lists the tools again, adds new ones to the
+//!   runtime (announced in the next catalog delta) and removes the ones that are gone
+//!   (announced as no longer available; calling one fails with a clear error).
 //!
 //! Dropping the last handle to a server stops its child process; do it inside a tokio runtime.
 //!
@@ -82,8 +87,8 @@ use std::sync::Arc;
 pub use config::{DEFAULT_TIMEOUT, McpServerConfig};
 pub use error::{McpError, McpErrorKind};
 pub use result::map_call_result;
-pub use server::McpServer;
-pub use tool::{McpTool, server_tools};
+pub use server::{McpServer, ToolListChange};
+pub use tool::{McpTool, ToolsDelta, apply_tool_changes, server_tools, sync_tools};
 
 /// Starts every server (concurrently) and returns their tools, in config order, with one error
 /// per server that failed to start and per tool left out. A failed server does not stop the

@@ -1,15 +1,20 @@
 //! One MCP server: a child process behind an rmcp client, started on demand, every request
-//! under the server's timeout, stopped and restarted when it hangs or dies.
+//! under the server's timeout, stopped and restarted when it hangs or dies; its client follows
+//! `notifications/tools/list_changed` so the tool list can be listed again
+//! ([`McpServer::refresh_tools`]).
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::ClientHandler;
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{RoleClient, RunningService, ServiceError, ServiceExt};
+use rmcp::service::{
+    MaybeSendFuture, NotificationContext, RoleClient, RunningService, ServiceError, ServiceExt,
+};
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -54,9 +59,57 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Whether the server said its tool list changed since the list was last read.
+#[derive(Debug, Default)]
+struct ListChanges {
+    pending: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl ListChanges {
+    fn mark(&self) {
+        self.pending.store(true, Ordering::SeqCst);
+        // A stored permit wakes a waiter that arrives later, too.
+        self.notify.notify_one();
+    }
+}
+
+/// The client side of a connection: the rmcp defaults, plus following
+/// `notifications/tools/list_changed` (rmcp also drops its cached `tools/list` then).
+#[derive(Debug, Clone)]
+struct Client {
+    changes: Arc<ListChanges>,
+}
+
+impl ClientHandler for Client {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.changes.mark();
+        std::future::ready(())
+    }
+}
+
+/// What changed in a server's tool list between two listings, in the server's order.
+#[derive(Debug, Clone, Default)]
+pub struct ToolListChange {
+    /// Tools that are new, or whose definition changed.
+    pub added: Vec<rmcp::model::Tool>,
+    /// Names (on the server, without the prefix) of tools that are gone.
+    pub removed: Vec<String>,
+}
+
+impl ToolListChange {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
 /// A running child with its client session.
 struct Connection {
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, Client>,
     stderr: Arc<Mutex<StderrTail>>,
     /// Turns true when the child's stderr reaches its end (the child exited).
     stderr_done: tokio::sync::watch::Receiver<bool>,
@@ -81,6 +134,7 @@ pub struct McpServer {
     connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
     tools: Mutex<Vec<rmcp::model::Tool>>,
     starts: AtomicU64,
+    changes: Arc<ListChanges>,
 }
 
 impl fmt::Debug for McpServer {
@@ -111,6 +165,7 @@ impl McpServer {
             connection: tokio::sync::Mutex::new(None),
             tools: Mutex::new(Vec::new()),
             starts: AtomicU64::new(0),
+            changes: Arc::new(ListChanges::default()),
         });
         let tools = server.list_tools().await?;
         *lock(&server.tools) = tools;
@@ -133,9 +188,51 @@ impl McpServer {
         self.starts.load(Ordering::Relaxed)
     }
 
-    /// The tools as listed when the server started, in the server's order.
+    /// The tools as last listed (at start, or by [`McpServer::refresh_tools`]), in the
+    /// server's order.
     pub fn listed_tools(&self) -> Vec<rmcp::model::Tool> {
         lock(&self.tools).clone()
+    }
+
+    /// Whether the tool list may have changed since it was last listed: the server sent
+    /// `notifications/tools/list_changed`, or it was restarted.
+    pub fn tools_changed(&self) -> bool {
+        self.changes.pending.load(Ordering::SeqCst)
+    }
+
+    /// Waits until [`McpServer::tools_changed`] is true (for event loops; bound it with a
+    /// timeout of your own).
+    pub async fn tools_change(&self) {
+        while !self.tools_changed() {
+            self.changes.notify.notified().await;
+        }
+    }
+
+    /// Lists the tools again and returns what changed since the last listing, which becomes
+    /// the new [`McpServer::listed_tools`]. Clears [`McpServer::tools_changed`] first, so a
+    /// notification that arrives meanwhile is not lost. On error the old list stays.
+    pub async fn refresh_tools(&self) -> Result<ToolListChange, McpError> {
+        self.changes.pending.store(false, Ordering::SeqCst);
+        let fresh = match self.list_tools().await {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                self.changes.mark();
+                return Err(e);
+            }
+        };
+        let mut old = lock(&self.tools);
+        let added = fresh
+            .iter()
+            .filter(|t| !old.iter().any(|o| o == *t))
+            .cloned()
+            .collect();
+        let removed = old
+            .iter()
+            .filter(|o| !fresh.iter().any(|t| t.name == o.name))
+            .map(|o| o.name.to_string())
+            .collect();
+        *old = fresh;
+        Ok(ToolListChange { added, removed })
     }
 
     /// Stops the child process, if it runs; the next request starts it again.
@@ -298,9 +395,16 @@ impl McpServer {
                 let _ = done_tx.send(true);
             });
         }
-        let started = tokio::time::timeout(config.timeout, ().serve(transport)).await;
+        let client = Client {
+            changes: self.changes.clone(),
+        };
+        let started = tokio::time::timeout(config.timeout, client.serve(transport)).await;
         let cause = match started {
             Ok(Ok(service)) => {
+                if self.starts() > 1 {
+                    // A restarted server may list other tools than before.
+                    self.changes.mark();
+                }
                 return Ok(Connection {
                     service,
                     stderr: tail,

@@ -1,9 +1,10 @@
-//! MCP tools as `ishiki_core::Tool`s: `<server>_<tool>`, origin `mcp:<server>`.
+//! MCP tools as `ishiki_core::Tool`s: `<server>_<tool>`, origin `mcp:<server>`; and following a
+//! server whose tool list changes (`notifications/tools/list_changed`).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ishiki_core::{Tool, ToolContext, ToolDef, ToolError};
+use ishiki_core::{Runtime, Tool, ToolContext, ToolDef, ToolError};
 use serde_json::Value;
 
 use crate::error::{McpError, McpErrorKind};
@@ -101,4 +102,76 @@ pub fn server_tools(server: &Arc<McpServer>) -> (Vec<Arc<dyn Tool>>, Vec<McpErro
         }
     }
     (tools, errors)
+}
+
+/// What changed in a server's tool list, as Ishiki tools.
+#[derive(Debug, Default)]
+pub struct ToolsDelta {
+    /// New tools, and tools whose definition changed (they replace the old ones).
+    pub added: Vec<Arc<dyn Tool>>,
+    /// Ishiki names (`<server>_<tool>`) of tools the server no longer lists.
+    pub removed: Vec<String>,
+    /// One error per listed tool left out (an invalid input schema).
+    pub errors: Vec<McpError>,
+}
+
+/// Lists `server`'s tools again ([`McpServer::refresh_tools`]) and returns the change as
+/// Ishiki tools. A tool whose new definition is invalid is reported and counts as removed.
+pub async fn sync_tools(server: &Arc<McpServer>) -> Result<ToolsDelta, McpError> {
+    let change = server.refresh_tools().await?;
+    let prefix = &server.config().name;
+    let mut delta = ToolsDelta {
+        removed: change
+            .removed
+            .iter()
+            .map(|name| format!("{prefix}_{name}"))
+            .collect(),
+        ..ToolsDelta::default()
+    };
+    for tool in &change.added {
+        match McpTool::new(server.clone(), tool) {
+            Ok(tool) => delta.added.push(Arc::new(tool)),
+            Err(e) => {
+                delta.removed.push(format!("{prefix}_{}", tool.name));
+                delta.errors.push(e);
+            }
+        }
+    }
+    Ok(delta)
+}
+
+/// Brings `runtime`'s tools up to date with every server of `servers` whose list changed
+/// since it was last read; call it before preparing each request. Added tools join like any
+/// tool added after start and are announced in the next step's catalog delta; removed ones
+/// stay in the native list, are announced as no longer available, and calling them fails
+/// with a clear error ([`Runtime::add_tool`], [`Runtime::remove_tool`]). Returns one error per
+/// server that could not be listed and per tool left out; the others are still applied.
+pub async fn apply_tool_changes(
+    servers: &[Arc<McpServer>],
+    runtime: &mut Runtime,
+) -> Vec<McpError> {
+    let mut errors = Vec::new();
+    for server in servers.iter().filter(|s| s.tools_changed()) {
+        let delta = match sync_tools(server).await {
+            Ok(delta) => delta,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        errors.extend(delta.errors);
+        for name in &delta.removed {
+            runtime.remove_tool(name);
+        }
+        for tool in delta.added {
+            if let Err(e) = runtime.add_tool(tool) {
+                errors.push(McpError::new(
+                    McpErrorKind::InvalidTool,
+                    server.name(),
+                    format!("mcp server `{}`: {e}", server.name()),
+                ));
+            }
+        }
+    }
+    errors
 }

@@ -4,6 +4,7 @@
 
 mod everything;
 mod failures;
+mod list_changed;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
