@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ishiki_resources::{ArtifactStore, ReadSource, extension_for, image_dimensions, sniff};
+use ishiki_resources::{ArtifactStore, ReadSource, extension_for, image_dimensions, media_type_of};
 use serde::{Deserialize, Serialize};
 
 use crate::display::{Display, DisplayPart, Media, MediaRef, marker};
@@ -226,11 +226,8 @@ impl Outlet {
     /// CM-7), without any text: bytes become `artifact://<tool>/<name>`, an already persisted
     /// `artifact://` or `asset://` URL is reused as is.
     pub fn attach(&self, tool: &str, media: Media) -> Result<MediaRef, OutletError> {
-        let media_type = if media.media_type.is_empty() {
-            sniff(&media.data).media_type
-        } else {
-            media.media_type
-        };
+        // The bytes decide: a declared type that the bytes contradict is corrected (issue 13).
+        let media_type = media_type_of(&media.media_type, &media.data);
         let dimensions = if media_type.starts_with("image/") {
             image_dimensions(&media.data)
         } else {

@@ -55,11 +55,13 @@ pub struct HttpConfig {
     /// The first backoff; it doubles with each retry (a `retry-after` header wins, capped at
     /// a minute).
     pub backoff: Duration,
+    /// The largest response body read; a longer one fails the step (issue 13).
+    pub max_body_bytes: u64,
 }
 
 impl HttpConfig {
     /// A configuration with defaults: no key, 4096 output tokens, 120 s timeout, 3 retries
-    /// from a 1 s backoff.
+    /// from a 1 s backoff, response bodies up to 64 MiB.
     pub fn new(protocol: Protocol, base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
             protocol,
@@ -70,6 +72,7 @@ impl HttpConfig {
             timeout: Duration::from_secs(120),
             max_retries: 3,
             backoff: Duration::from_secs(1),
+            max_body_bytes: 64 << 20,
         }
     }
 }
@@ -185,14 +188,7 @@ impl HttpModel {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = response.text().await.map_err(|e| Failure {
-            error: ProviderError::new(
-                ProviderErrorKind::Transport,
-                format!("cannot read the response of {url}: {}", describe(&e)),
-            ),
-            retry: true,
-            retry_after: None,
-        })?;
+        let text = read_body(response, url, self.config.max_body_bytes).await?;
         let json: Option<Value> = serde_json::from_str(&text).ok();
         if !status.is_success() {
             let detail = json
@@ -227,6 +223,43 @@ impl HttpModel {
             retry_after: None,
         })
     }
+}
+
+/// The body as text, read chunk by chunk and refused as soon as it passes `max` bytes (the
+/// declared length is checked first), so a huge body never sits in memory.
+async fn read_body(
+    mut response: reqwest::Response,
+    url: &str,
+    max: u64,
+) -> Result<String, Failure> {
+    let too_large = || Failure {
+        error: ProviderError::new(
+            ProviderErrorKind::Transport,
+            format!("the response of {url} is larger than {max} bytes (the response size limit)"),
+        ),
+        retry: false,
+        retry_after: None,
+    };
+    if response.content_length().is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    loop {
+        let chunk = response.chunk().await.map_err(|e| Failure {
+            error: ProviderError::new(
+                ProviderErrorKind::Transport,
+                format!("cannot read the response of {url}: {}", describe(&e)),
+            ),
+            retry: true,
+            retry_after: None,
+        })?;
+        let Some(chunk) = chunk else { break };
+        if (body.len() as u64).saturating_add(chunk.len() as u64) > max {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 struct Failure {

@@ -100,8 +100,14 @@ pub fn artifact_name(bytes: &[u8], extension: &str) -> String {
     }
 }
 
-fn io_error(path: &Path, e: &std::io::Error) -> Error {
-    Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
+/// An I/O failure named by the artifact URL: the message may reach the model, so it never
+/// shows the host's path (issue 13).
+fn io_error(url: &str, e: &std::io::Error) -> Error {
+    let reason = std::io::Error::from(e.kind());
+    Error::new(
+        ErrorKind::Io,
+        format!("cannot store or read `{url}`: {reason}"),
+    )
 }
 
 impl ArtifactStore for DiskArtifactStore {
@@ -114,12 +120,12 @@ impl ArtifactStore for DiskArtifactStore {
         let created = if path.exists() {
             false
         } else {
-            std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, &e))?;
-            crate::link_new_file(&dir, &path, bytes).map_err(|e| io_error(&path, &e))?
+            std::fs::create_dir_all(&dir).map_err(|e| io_error(&url, &e))?;
+            crate::link_new_file(&dir, &path, bytes).map_err(|e| io_error(&url, &e))?
         };
         // An existing file normally holds the same bytes (same hash prefix); a prefix collision
         // must not hand out a URL whose bytes differ from what the caller stored.
-        if !created && std::fs::read(&path).map_err(|e| io_error(&path, &e))? != bytes {
+        if !created && std::fs::read(&path).map_err(|e| io_error(&url, &e))? != bytes {
             return Err(Error::new(
                 ErrorKind::InvalidData,
                 format!("`{url}` already holds other bytes (hash prefix collision)"),
@@ -135,7 +141,7 @@ impl ArtifactStore for DiskArtifactStore {
             if e.kind() == std::io::ErrorKind::NotFound {
                 Error::new(ErrorKind::NotFound, format!("no artifact at `{url}`"))
             } else {
-                io_error(&path, &e)
+                io_error(url, &e)
             }
         })
     }

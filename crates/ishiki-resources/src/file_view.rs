@@ -87,6 +87,16 @@ impl FileView {
                 source: None,
             });
         }
+        // UTF-16 text (with its byte-order mark) is read as the text it holds.
+        let utf16 = match info.media_type.as_str() {
+            crate::media::UTF16LE => crate::media::decode_utf16(&bytes, true),
+            crate::media::UTF16BE => crate::media::decode_utf16(&bytes, false),
+            _ => None,
+        };
+        let bytes = match utf16 {
+            Some(text) => text.into_bytes(),
+            None => bytes,
+        };
         let text = String::from_utf8(bytes).map_err(|e| {
             Error::new(
                 ErrorKind::InvalidData,

@@ -133,7 +133,9 @@ pub use handler::{FileScheme, SchemeHandler};
 #[cfg(feature = "http")]
 pub use http::{HttpOptions, HttpScheme};
 pub use local::LocalScheme;
-pub use media::{MediaInfo, check_image, extension_for, image_dimensions, sniff};
+pub use media::{
+    MediaInfo, UTF16BE, UTF16LE, check_image, extension_for, image_dimensions, media_type_of, sniff,
+};
 pub use read::{ReadResult, ReadSource};
 pub use workspace::{DEFAULT_MAX_READ_BYTES, WorkspaceScheme};
 

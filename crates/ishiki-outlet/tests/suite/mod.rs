@@ -2,6 +2,7 @@
 //! through resources (OUT-3, OUT-5, OUT-6, CM-7), and snapshots of what the model reads.
 
 mod archive;
+mod bytes_decide;
 mod common;
 mod paging;
 mod snapshots;

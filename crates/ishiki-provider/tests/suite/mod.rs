@@ -1,5 +1,6 @@
 //! The test modules.
 
+mod body_limit;
 mod common;
 mod http;
 mod invariants;

@@ -124,3 +124,23 @@ async fn res5_everything_is_readable_after_reopening() {
         .unwrap_err();
     assert_eq!(missing.kind(), ErrorKind::NotFound);
 }
+
+#[test]
+fn an_artifact_write_failure_names_the_url_not_the_host_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DiskArtifactStore::open(dir.path()).expect("store");
+    // A file where the tool's directory should be: the write cannot happen.
+    std::fs::write(dir.path().join("shot"), b"in the way").expect("blocker");
+    let error = store
+        .put("shot", b"bytes", "txt")
+        .expect_err("the directory cannot be created");
+    let host = dir.path().display().to_string();
+    assert!(!error.message().contains(&host), "{}", error.message());
+    assert!(
+        error
+            .message()
+            .starts_with("cannot store or read `artifact://shot/"),
+        "{}",
+        error.message()
+    );
+}

@@ -190,3 +190,98 @@ proptest! {
         let _ = image_dimensions(&bytes);
     }
 }
+
+#[test]
+fn gif_jpeg_and_webp_declared_as_png_get_their_own_type() {
+    for (media_type, bytes, _) in samples() {
+        assert_eq!(
+            ishiki_resources::media_type_of("image/png", &bytes),
+            media_type
+        );
+    }
+    // Bytes that are no media at all are not an image, whatever they are declared as.
+    assert_eq!(
+        ishiki_resources::media_type_of("image/png", &[0x00, 0x01, 0x02]),
+        "application/octet-stream"
+    );
+    // A more precise text type is kept; an empty one is sniffed.
+    assert_eq!(
+        ishiki_resources::media_type_of("text/csv", b"a,b\n1,2\n"),
+        "text/csv"
+    );
+    assert_eq!(ishiki_resources::media_type_of("", b"plain"), "text/plain");
+}
+
+fn utf16(text: &str, little: bool) -> Vec<u8> {
+    let mut out = if little {
+        vec![0xFF, 0xFE]
+    } else {
+        vec![0xFE, 0xFF]
+    };
+    for unit in text.encode_utf16() {
+        out.extend_from_slice(&if little {
+            unit.to_le_bytes()
+        } else {
+            unit.to_be_bytes()
+        });
+    }
+    out
+}
+
+#[test]
+fn utf16_text_is_sniffed_as_text_not_audio() {
+    let text = "hello world — こんにちは\n".repeat(40);
+    assert_eq!(
+        sniff(&utf16(&text, true)).media_type,
+        "text/plain; charset=utf-16le"
+    );
+    assert_eq!(
+        sniff(&utf16(&text, false)).media_type,
+        "text/plain; charset=utf-16be"
+    );
+    // Short UTF-16 text too: its byte-order mark looks like an MPEG frame sync.
+    assert_eq!(
+        sniff(&utf16("hi", true)).media_type,
+        "text/plain; charset=utf-16le"
+    );
+}
+
+/// An MPEG-1 Layer III frame: 128 kbps, 44.1 kHz, no padding, 417 bytes.
+fn mp3_frame() -> Vec<u8> {
+    let mut frame = vec![0xFF, 0xFB, 0x90, 0x00];
+    frame.resize(417, 0x55);
+    frame
+}
+
+#[test]
+fn mp3_needs_a_valid_frame_header_and_a_next_frame_where_the_first_ends() {
+    let two = [mp3_frame(), mp3_frame()].concat();
+    assert_eq!(sniff(&two).media_type, "audio/mpeg");
+    // A plausible header followed by bytes with no frame where it ends is not MP3.
+    let mut broken = mp3_frame();
+    broken.extend_from_slice(&[0x20; 100]);
+    assert_ne!(sniff(&broken).media_type, "audio/mpeg");
+    // Reserved version, reserved layer, bad bitrate and reserved sample rate are refused.
+    for header in [
+        [0xFF, 0xEB, 0x90, 0x00],
+        [0xFF, 0xF9, 0x90, 0x00],
+        [0xFF, 0xFB, 0xF0, 0x00],
+        [0xFF, 0xFB, 0x9C, 0x00],
+    ] {
+        assert_ne!(sniff(&header).media_type, "audio/mpeg", "{header:x?}");
+    }
+}
+
+#[tokio::test]
+async fn a_utf16_file_is_read_as_its_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("notes.txt"), utf16("héllo\nworld\n", true)).expect("file");
+    let center = ishiki_resources::ResourceCenter::new();
+    center.register_file_scheme(std::sync::Arc::new(
+        ishiki_resources::WorkspaceScheme::new(dir.path()).expect("workspace"),
+    ));
+    match center.read("workspace:///notes.txt").await.expect("read") {
+        ishiki_resources::ReadResult::Text { text, .. } => assert_eq!(text, "héllo\nworld\n"),
+        other => panic!("read as a file: {other:?}"),
+    }
+}
