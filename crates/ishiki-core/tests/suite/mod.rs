@@ -6,6 +6,7 @@ mod limits;
 mod runtime;
 mod store;
 mod text_protocol;
+mod tools_after_start;
 
 /// Runs `f` with insta writing to `tests/snapshots/`, snapshot names without module prefixes.
 pub(crate) fn with_snapshots(f: impl FnOnce()) {
