@@ -204,7 +204,8 @@ async fn turn_loop(
         let response = match model.respond(&prepared.request).await {
             Ok(r) => r,
             Err(reason) => {
-                runtime.abandon(prepared);
+                // A provider 400 about an image turns that request's images terminal.
+                runtime.abandon_failed(prepared, &reason);
                 writeln!(out, "[step {step}] the model request failed: {reason}").map_err(io)?;
                 return Ok(());
             }

@@ -331,7 +331,8 @@ impl<'a> Runner<'a> {
                         }),
                     )?;
                     if let Some(reason) = &model.fail {
-                        runtime.abandon(prepared);
+                        // A scripted 400 about an image turns that request's images terminal.
+                        runtime.abandon_failed(prepared, reason);
                         self.emit(
                             writer,
                             Event::ModelFailed(ModelFailed {

@@ -1277,7 +1277,7 @@ impl Runtime {
                 self.execute().await
             }
             Err(reason) => {
-                self.abandon(prepared);
+                self.abandon_failed(prepared, &reason);
                 Err(RuntimeError::new(format!(
                     "the model request failed: {reason}"
                 )))

@@ -415,6 +415,50 @@ fn inbound_images() {
 }
 
 #[test]
+fn provider_image_limits() {
+    let t = check("provider-image-limits");
+    let urls = |k: usize| -> Vec<String> {
+        t.of_kind("inbound")[k]["images"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| a["url"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let (m1, m2) = (urls(0), urls(1));
+    assert_eq!(t.images(1), m1[1..].to_vec(), "only the small photo");
+    assert!(
+        t.texts(1).contains(&format!(
+            "[attachment: {}] image not provided: its 8200x8 pixels are over the anthropic limit of 8000 px per side",
+            m1[0]
+        )),
+        "the provider's dimension limit: {}",
+        t.texts(1)
+    );
+    assert!(
+        !t.texts(2)
+            .contains(&format!("[attachment: {}] image not provided", m1[0])),
+        "a terminal reason is stated once"
+    );
+    assert_eq!(t.images(3), m2, "the refused request carried m2's photo");
+    assert_eq!(t.of_kind("model_failed")[0]["step"], 3);
+    assert!(t.images(4).is_empty(), "the next request leaves it out");
+    assert!(
+        t.texts(4).contains(&format!(
+            "[attachment: {}] not provided: the provider refused the request that carried it (messages.4.content.1.image.source.base64: image exceeds 5 MB maximum",
+            m2[0]
+        )),
+        "the provider's reason: {}",
+        t.texts(4)
+    );
+    assert!(
+        !t.texts(5)
+            .contains(&format!("[attachment: {}] not provided", m2[0])),
+        "stated once"
+    );
+}
+
+#[test]
 fn read_lifetimes() {
     let t = check("read-lifetimes");
     let page = t.attachment("p1", 0);

@@ -9,6 +9,7 @@ mod runtime;
 mod state_dir;
 mod store;
 mod text_protocol;
+mod tools_after_start;
 
 /// Runs `f` with insta writing to `tests/snapshots/`, snapshot names without module prefixes.
 pub(crate) fn with_snapshots(f: impl FnOnce()) {
