@@ -33,6 +33,7 @@ fn read_call(id: &str, url: &str) -> ModelResponse {
             name: "read".to_owned(),
             input: json!({ "url": url, "lifetime": "once" }),
         }],
+        ..ModelResponse::default()
     }
 }
 
@@ -379,7 +380,7 @@ fn sec4_killed_sessions_reopen_consistent() {
             prepared,
             ModelResponse {
                 text: Some("seen".to_owned()),
-                calls: Vec::new(),
+                ..ModelResponse::default()
             },
         )
         .unwrap();

@@ -167,13 +167,16 @@ fn call(id: &str, name: &str, input: Value) -> ToolCall {
 }
 
 fn calls(calls: Vec<ToolCall>) -> ModelResponse {
-    ModelResponse { text: None, calls }
+    ModelResponse {
+        calls,
+        ..ModelResponse::default()
+    }
 }
 
 fn say(text: &str) -> ModelResponse {
     ModelResponse {
         text: Some(text.to_owned()),
-        calls: Vec::new(),
+        ..ModelResponse::default()
     }
 }
 
@@ -559,7 +562,7 @@ async fn tp1_text_calls_run_through_the_same_path() {
             prepared,
             ModelResponse {
                 text: Some(text.clone()),
-                calls: Vec::new(),
+                ..ModelResponse::default()
             },
         )
         .unwrap();

@@ -5,6 +5,8 @@ mod http;
 mod invariants;
 mod parse;
 mod prefix;
+mod reasoning;
 mod render;
 mod schema;
 mod snapshots;
+mod stream;
