@@ -87,6 +87,8 @@ pub struct HttpConfig {
     pub stream: bool,
     /// `prompt_cache_key` for the Responses API: one stable key per session.
     pub prompt_cache_key: Option<String>,
+    /// Anthropic extended thinking: `thinking.budget_tokens` (below `max_tokens`).
+    pub thinking_budget: Option<u32>,
 }
 
 impl HttpConfig {
@@ -104,6 +106,7 @@ impl HttpConfig {
             backoff: Duration::from_secs(1),
             stream: true,
             prompt_cache_key: None,
+            thinking_budget: None,
         }
     }
 }
@@ -164,6 +167,7 @@ impl HttpModel {
                 request,
                 &AnthropicOptions {
                     reasoning_from,
+                    thinking_budget: self.config.thinking_budget,
                     ..AnthropicOptions::new(model, self.config.max_tokens)
                 },
             ),
