@@ -1,6 +1,9 @@
-//! `ishiki chat`: a live session in the terminal against a configured model (OpenAI- or
-//! Anthropic-style HTTP API), with the real tools and the SQLite store. Each line on standard
-//! input is a user message; the model then runs steps until it answers without tool calls.
+//! `ishiki chat`: a live session in the terminal against a configured model (OpenAI Chat
+//! Completions, OpenAI Responses or Anthropic Messages over HTTP), with the real tools and the
+//! SQLite store. Each line on standard input is a user message; the model then runs steps until
+//! it answers without tool calls. Answers stream: text is printed as it arrives and tool calls
+//! as they start; each step prints its token usage (input, cache read, cache write, output) and
+//! each turn the session's total, so a user sees whether the prompt cache works.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -8,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ishiki_core::{
-    Model, ModelsDoc, Profile, Runtime, SystemClock, WorkerSpawn, WorkspaceScheme, assemble,
+    ModelsDoc, Profile, Runtime, SystemClock, Usage, WorkerSpawn, WorkspaceScheme, assemble,
 };
-use ishiki_provider::{HttpConfig, HttpModel, Protocol};
+use ishiki_provider::{HttpConfig, HttpModel, Protocol, StreamEvent};
 
 use crate::runner::Exit;
 
@@ -65,7 +68,11 @@ fn read(path: &PathBuf) -> Result<String, Failure> {
     })
 }
 
-fn model_for(models: &ModelsDoc, main: &str) -> Result<HttpModel, Failure> {
+fn model_for(
+    models: &ModelsDoc,
+    main: &str,
+    state: &std::path::Path,
+) -> Result<HttpModel, Failure> {
     let invalid = |m: String| (Exit::Invalid, m);
     let decl = models
         .models
@@ -73,7 +80,7 @@ fn model_for(models: &ModelsDoc, main: &str) -> Result<HttpModel, Failure> {
         .ok_or_else(|| invalid(format!("models.yaml has no model `{main}`")))?;
     let provider = decl.provider.as_deref().ok_or_else(|| {
         invalid(format!(
-            "models.{main}.provider is required for a live session (openai or anthropic)"
+            "models.{main}.provider is required for a live session (openai, anthropic or openai-responses)"
         ))
     })?;
     let protocol: Protocol = provider
@@ -93,6 +100,7 @@ fn model_for(models: &ModelsDoc, main: &str) -> Result<HttpModel, Failure> {
     })?;
     let mut config = HttpConfig::new(protocol, base_url, model);
     config.api_key_env = decl.api_key_env.clone();
+    config.prompt_cache_key = Some(cache_key(state));
     HttpModel::new(config).map_err(|e| invalid(format!("models.{main}: {e}")))
 }
 
@@ -116,6 +124,28 @@ fn history_store(
     Ok(Box::new(store))
 }
 
+/// A stable prompt-cache key for the session kept in `state` (FNV-1a of its path: the same
+/// state directory, the same key across runs, without saying where it is).
+fn cache_key(state: &std::path::Path) -> String {
+    let path = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
+    let hash = path
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("ishiki-{hash:016x}")
+}
+
+/// One line of token counts.
+fn tokens(usage: &Usage) -> String {
+    format!(
+        "{} in ({} cache read, {} cache write), {} out",
+        usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens
+    )
+}
+
 fn run_inner(
     options: &ChatOptions,
     input: &mut dyn BufRead,
@@ -137,7 +167,7 @@ fn run_inner(
             ));
         }
     };
-    let model = model_for(&models, &main)?;
+    let model = model_for(&models, &main, &options.state)?;
     let assembly = assemble(profile, models, &main).map_err(invalid)?;
     let failed = |e: &dyn std::fmt::Display| (Exit::Failed, e.to_string());
     let workspace = options
@@ -166,6 +196,7 @@ fn run_inner(
         .map_err(|e| failed(&e))?;
     let mut line = String::new();
     let mut turn = 0u64;
+    let mut session = Usage::default();
     loop {
         line.clear();
         let n = input.read_line(&mut line).map_err(|e| failed(&e))?;
@@ -185,7 +216,14 @@ fn run_inner(
         runtime
             .add_user_message(&id, text, &[])
             .map_err(|e| failed(&e))?;
-        tokio.block_on(turn_loop(&mut runtime, &model, options.max_steps, out))?;
+        tokio.block_on(turn_loop(
+            &mut runtime,
+            &model,
+            options.max_steps,
+            &mut session,
+            out,
+        ))?;
+        writeln!(out, "[session] tokens: {}", tokens(&session)).map_err(|e| failed(&e))?;
     }
 }
 
@@ -194,6 +232,7 @@ async fn turn_loop(
     runtime: &mut Runtime,
     model: &HttpModel,
     max_steps: u32,
+    session: &mut Usage,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let failed = |e: &dyn std::fmt::Display| (Exit::Failed, e.to_string());
@@ -201,8 +240,21 @@ async fn turn_loop(
     for _ in 0..max_steps {
         let prepared = runtime.prepare().map_err(|e| failed(&e))?;
         let step = prepared.step;
-        let response = match model.respond(&prepared.request).await {
-            Ok(r) => r,
+        // Whether the text streamed so far ends without a line break.
+        let mut open_line = false;
+        let mut streamed = false;
+        let sent = model
+            .send_with(&prepared.request, |event| {
+                // A terminal that cannot be written to loses the live view only; the step
+                // itself goes on and its result is printed below.
+                let _ = show(&mut *out, step, event, &mut open_line, &mut streamed);
+            })
+            .await;
+        if open_line {
+            writeln!(out).map_err(io)?;
+        }
+        let parsed = match sent {
+            Ok(parsed) => parsed,
             Err(reason) => {
                 // A provider 400 about an image turns that request's images terminal.
                 runtime.abandon_failed(prepared, &reason);
@@ -210,8 +262,23 @@ async fn turn_loop(
                 return Ok(());
             }
         };
-        if let Some(text) = response.text.as_deref().filter(|t| !t.trim().is_empty()) {
+        let response = parsed.response;
+        if !streamed && let Some(text) = response.text.as_deref().filter(|t| !t.trim().is_empty()) {
             writeln!(out, "assistant: {text}").map_err(io)?;
+        }
+        let replay = parsed.replay;
+        if replay.changed_from.is_some() && replay.dropped_before_change > 0 {
+            writeln!(
+                out,
+                "[step {step}] {} reasoning blocks before message {} left out: the projection changed earlier context",
+                replay.dropped_before_change,
+                replay.changed_from.unwrap_or_default() + 1
+            )
+            .map_err(io)?;
+        }
+        if let Some(usage) = response.usage {
+            *session = session.plus(usage);
+            writeln!(out, "[step {step}] tokens: {}", tokens(&usage)).map_err(io)?;
         }
         let calls = runtime.commit(prepared, response).map_err(|e| failed(&e))?;
         if calls.is_empty() {
@@ -257,4 +324,44 @@ async fn turn_loop(
     )
     .map_err(io)?;
     Ok(())
+}
+
+/// Prints one stream event as it arrives.
+fn show(
+    out: &mut dyn Write,
+    step: u64,
+    event: StreamEvent,
+    open_line: &mut bool,
+    streamed: &mut bool,
+) -> std::io::Result<()> {
+    let mut end_line = |out: &mut dyn Write| -> std::io::Result<()> {
+        if std::mem::take(open_line) {
+            writeln!(out)?;
+        }
+        Ok(())
+    };
+    match event {
+        StreamEvent::Text(text) => {
+            if !*streamed {
+                write!(out, "assistant: ")?;
+                *streamed = true;
+            }
+            write!(out, "{text}")?;
+            *open_line = !text.ends_with('\n');
+        }
+        StreamEvent::ToolCall { name, .. } => {
+            end_line(out)?;
+            writeln!(out, "[step {step}] calling {name}…")?;
+        }
+        StreamEvent::Retry { reason } => {
+            end_line(out)?;
+            *streamed = false;
+            writeln!(
+                out,
+                "[step {step}] the stream broke ({reason}); asking again"
+            )?;
+        }
+        _ => {}
+    }
+    out.flush()
 }

@@ -105,6 +105,9 @@ fn message(out: &mut String, m: &Message) {
                     catalog_entry(out, entry);
                 }
             }
+            Part::Reasoning(r) => {
+                let _ = writeln!(out, "  ⋯ reasoning ({} {})", r.provider, r.model);
+            }
         }
     }
 }

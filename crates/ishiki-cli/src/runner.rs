@@ -377,7 +377,14 @@ impl<'a> Runner<'a> {
                         continue;
                     }
                     runtime
-                        .commit(prepared, ModelResponse { text, calls })
+                        .commit(
+                            prepared,
+                            ModelResponse {
+                                text,
+                                calls,
+                                ..ModelResponse::default()
+                            },
+                        )
                         .map_err(failed)?;
                     let reports = runtime.execute().await.map_err(failed)?;
                     let mut sent = self.platform.drain();

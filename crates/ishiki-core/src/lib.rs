@@ -67,8 +67,8 @@
 //!
 //! let add = ToolCall { id: "c1".into(), name: "add".into(), input: json!({ "a": 2, "b": 3 }) };
 //! let model = Scripted(Mutex::new(vec![
-//!     ModelResponse { text: Some("2 + 3 = 5.".into()), calls: vec![] }, // popped last
-//!     ModelResponse { text: None, calls: vec![add] },
+//!     ModelResponse { text: Some("2 + 3 = 5.".into()), ..Default::default() }, // popped last
+//!     ModelResponse { calls: vec![add], ..Default::default() },
 //! ]));
 //! let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
 //! let reports = tokio.block_on(runtime.step_with(&model))?;
@@ -128,7 +128,8 @@ mod yaml_budget;
 
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
 pub use message::{
-    DeltaEntry, MediaPart, Message, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
+    DeltaEntry, MediaPart, Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall,
+    ToolSpec, Usage,
 };
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
 pub use profile::ImageLimits;

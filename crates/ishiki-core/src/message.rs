@@ -110,6 +110,51 @@ pub enum Part {
         /// The new tools, in discovery order.
         added: Vec<DeltaEntry>,
     },
+    /// The model's reasoning, opaque and provider-tagged (only in assistant messages).
+    Reasoning(Reasoning),
+}
+
+/// A reasoning block exactly as a provider returned it (an Anthropic `thinking` or
+/// `redacted_thinking` block with its `signature`, an OpenAI Responses `reasoning` item with its
+/// `encrypted_content`). It is stored verbatim and replayed byte for byte to the same provider
+/// and model; a renderer for any other provider or model drops it and never edits it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// The wire protocol that produced it (`anthropic`, `openai-responses`).
+    pub provider: String,
+    /// The model that produced it, as the request named it.
+    pub model: String,
+    /// The block or item, verbatim.
+    pub data: serde_json::Value,
+}
+
+/// Token counts a provider reported for one model request (zero where it reported nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All input tokens, including those read from and written to the prompt cache.
+    pub input_tokens: u64,
+    /// Output tokens (reasoning included).
+    pub output_tokens: u64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the prompt cache (providers that bill writes report them).
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// The sum of two reports (for session totals), saturating.
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            cache_read_tokens: self
+                .cache_read_tokens
+                .saturating_add(other.cache_read_tokens),
+            cache_write_tokens: self
+                .cache_write_tokens
+                .saturating_add(other.cache_write_tokens),
+        }
+    }
 }
 
 /// A tool as the model's native tool list shows it.
@@ -152,4 +197,11 @@ pub struct ModelResponse {
     /// Native tool calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<ToolCall>,
+    /// Reasoning blocks, in the order the provider sent them; committed verbatim at the start
+    /// of the assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
+    /// Token usage, when the provider reported it; committed with the assistant message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }

@@ -1122,7 +1122,13 @@ impl Runtime {
     ) -> Result<Vec<ToolCall>, RuntimeError> {
         let step = prepared.step;
         let text_protocol = self.shared.assembly.main.tool_calling == ToolCalling::Text;
-        let mut content = Vec::new();
+        // Reasoning first, verbatim: the provider replays it ahead of the text and calls.
+        let mut content: Vec<Part> = response
+            .reasoning
+            .iter()
+            .cloned()
+            .map(Part::Reasoning)
+            .collect();
         let mut planned = Vec::new();
         if let Some(text) = &response.text {
             if !text.is_empty() {
@@ -1180,7 +1186,12 @@ impl Runtime {
         if let Some(delta) = &prepared.delta {
             batch.messages.push(stored_message(delta)?);
         }
-        batch.messages.push(stored_message(&assistant)?);
+        let mut stored = stored_message(&assistant)?;
+        if let (Some(usage), Value::Object(record)) = (&response.usage, &mut stored.json) {
+            // Persisted beside the message it paid for; `Message` ignores the key on load.
+            record.insert("usage".to_owned(), to_json(usage)?);
+        }
+        batch.messages.push(stored);
         batch.delivery = Some(to_json(&delivery)?);
         batch.catalog = Some(to_json(&CatalogBlob {
             catalog: Some(self.shared.catalog_mut().state()),

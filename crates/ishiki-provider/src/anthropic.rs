@@ -10,7 +10,11 @@
 //! - the first message is a user message: when pruning left an assistant message first, or
 //!   there is no message yet, a one-line user text stands before it;
 //! - images become base64 `image` blocks; audio and media without data become text markers;
-//!   empty texts are dropped (the API rejects empty text blocks).
+//!   empty texts are dropped (the API rejects empty text blocks);
+//! - reasoning parts (`thinking`, `redacted_thinking` with their `signature`) made by this
+//!   model are replayed verbatim where they stand, never carrying a cache marker; those of another
+//!   provider or model, and those before the first message the projection changed since the
+//!   previous request ([`AnthropicOptions::reasoning_from`]), are dropped, never edited.
 //!
 //! # Cache breakpoints
 //!
@@ -32,12 +36,12 @@
 
 use std::collections::BTreeSet;
 
-use ishiki_core::{Message, ModelResponse, Part, Request, Role, ToolCall};
+use ishiki_core::{Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall, Usage};
 use serde_json::{Map, Value, json};
 
-use crate::common::{delta_text, has_text, is_attachment, media_marker};
+use crate::common::{delta_text, has_text, is_attachment, keeps, media_marker};
 use crate::error::{ProviderError, ProviderErrorKind};
-use crate::parsed::{ParsedResponse, Usage};
+use crate::parsed::ParsedResponse;
 
 /// How to render for the Anthropic Messages API.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +52,15 @@ pub struct AnthropicOptions {
     pub max_tokens: u32,
     /// Place `cache_control` breakpoints (see the module docs).
     pub cache: bool,
+    /// The first message whose reasoning may be replayed (see
+    /// [`ReplayState::plan`](crate::ReplayState::plan)); reasoning before it is dropped.
+    pub reasoning_from: Option<usize>,
+    /// `thinking.budget_tokens`: asks for extended thinking when set.
+    pub thinking_budget: Option<u32>,
 }
+
+/// The provider tag of reasoning parts this API makes.
+pub const ANTHROPIC: &str = "anthropic";
 
 impl AnthropicOptions {
     /// Options for `model` with `max_tokens` and caching on.
@@ -57,6 +69,8 @@ impl AnthropicOptions {
             model: model.into(),
             max_tokens,
             cache: true,
+            reasoning_from: None,
+            thinking_budget: None,
         }
     }
 }
@@ -68,6 +82,8 @@ struct Block {
     origin: usize,
     attachment: bool,
     tool_result: bool,
+    /// A replayed reasoning block: never marked, never edited.
+    reasoning: bool,
 }
 
 struct Turn {
@@ -110,7 +126,7 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
                 .collect(),
             _ => BTreeSet::new(),
         };
-        let blocks = blocks_of(message, index, &open_calls);
+        let blocks = blocks_of(message, index, &open_calls, options);
         if blocks.is_empty() {
             continue;
         }
@@ -138,6 +154,7 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
             origin: leading,
             attachment: false,
             tool_result: false,
+            reasoning: false,
         };
         turns.insert(
             0,
@@ -188,6 +205,7 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
             if let Some(Value::Object(block)) = turns
                 .get_mut(t)
                 .and_then(|x| x.blocks.get_mut(b))
+                .filter(|x| !x.reasoning)
                 .map(|x| &mut x.value)
             {
                 block.insert("cache_control".into(), marker());
@@ -207,6 +225,12 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
     let mut body = Map::new();
     body.insert("model".into(), json!(options.model));
     body.insert("max_tokens".into(), json!(options.max_tokens));
+    if let Some(budget) = options.thinking_budget {
+        body.insert(
+            "thinking".into(),
+            json!({ "type": "enabled", "budget_tokens": budget }),
+        );
+    }
     if !system.is_empty() {
         body.insert("system".into(), Value::Array(system));
     }
@@ -246,10 +270,16 @@ fn text_of(part: &Part, with_text: bool) -> Option<String> {
         Part::ToolResult { call_id, text, .. } => {
             Some(format!("[result of call {call_id}]\n{text}"))
         }
+        Part::Reasoning(_) => None,
     }
 }
 
-fn blocks_of(message: &Message, origin: usize, open_calls: &BTreeSet<String>) -> Vec<Block> {
+fn blocks_of(
+    message: &Message,
+    origin: usize,
+    open_calls: &BTreeSet<String>,
+    options: &AnthropicOptions,
+) -> Vec<Block> {
     let with_text = has_text(&message.content);
     let attachment = message.role == Role::User && is_attachment(&message.id);
     let block = |value: Value, tool_result: bool| Block {
@@ -257,10 +287,19 @@ fn blocks_of(message: &Message, origin: usize, open_calls: &BTreeSet<String>) ->
         origin,
         attachment,
         tool_result,
+        reasoning: false,
     };
     let mut out = Vec::new();
     for part in &message.content {
         match (message.role, part) {
+            (Role::Assistant, Part::Reasoning(r))
+                if keeps(r, origin, ANTHROPIC, &options.model, options.reasoning_from) =>
+            {
+                out.push(Block {
+                    reasoning: true,
+                    ..block(r.data.clone(), false)
+                });
+            }
             (Role::Assistant, Part::ToolCall { id, name, input }) => out.push(block(
                 json!({ "type": "tool_use", "id": id, "name": name, "input": input }),
                 false,
@@ -329,8 +368,13 @@ pub fn parse_anthropic_response(body: &Value) -> Result<ParsedResponse, Provider
         .get("content")
         .and_then(Value::as_array)
         .ok_or_else(|| ProviderError::malformed("anthropic response has no `content` array"))?;
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let mut texts = Vec::new();
     let mut calls = Vec::new();
+    let mut reasoning = Vec::new();
     for (k, block) in content.iter().enumerate() {
         let kind = block.get("type").and_then(Value::as_str).ok_or_else(|| {
             ProviderError::malformed(format!("anthropic content block {k} has no `type`"))
@@ -359,7 +403,13 @@ pub fn parse_anthropic_response(body: &Value) -> Result<ParsedResponse, Provider
                     input: block.get("input").cloned().unwrap_or_else(|| json!({})),
                 });
             }
-            // Thinking and server-tool blocks carry nothing the runtime commits.
+            // Kept verbatim: the API checks their signatures when they come back.
+            "thinking" | "redacted_thinking" => reasoning.push(Reasoning {
+                provider: ANTHROPIC.to_owned(),
+                model: model.to_owned(),
+                data: block.clone(),
+            }),
+            // Server-tool blocks carry nothing the runtime commits.
             _ => {}
         }
     }
@@ -368,14 +418,16 @@ pub fn parse_anthropic_response(body: &Value) -> Result<ParsedResponse, Provider
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let usage = body.get("usage").map_or_else(Usage::default, |u| {
+    let usage = body.get("usage").map(|u| {
         let n = |key: &str| u.get(key).and_then(Value::as_u64).unwrap_or(0);
-        let cached = n("cache_read_input_tokens");
+        let read = n("cache_read_input_tokens");
+        let write = n("cache_creation_input_tokens");
         Usage {
             // The API counts cached and cache-written tokens apart from `input_tokens`.
-            input_tokens: n("input_tokens") + cached + n("cache_creation_input_tokens"),
+            input_tokens: n("input_tokens").saturating_add(read).saturating_add(write),
             output_tokens: n("output_tokens"),
-            cached_input_tokens: cached,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
         }
     });
     let text = texts.concat();
@@ -383,9 +435,12 @@ pub fn parse_anthropic_response(body: &Value) -> Result<ParsedResponse, Provider
         response: ModelResponse {
             text: (!text.is_empty()).then_some(text),
             calls,
+            reasoning,
+            usage,
         },
         stop_reason,
-        usage,
+        usage: usage.unwrap_or_default(),
+        ..ParsedResponse::default()
     })
 }
 

@@ -1,6 +1,10 @@
-//! Helpers both renderers share: markers for media an API cannot take, catalog deltas as text.
+//! Helpers the renderers share: markers for media an API cannot take, catalog deltas as text,
+//! and which reasoning parts a request may replay.
 
-use ishiki_core::{DeltaEntry, MediaPart, Part};
+use std::collections::BTreeSet;
+
+use ishiki_core::{DeltaEntry, MediaPart, Message, Part, Reasoning, Request};
+use serde::{Deserialize, Serialize};
 
 /// The text shown instead of media the target cannot carry (no data, or an unsupported kind).
 pub(crate) fn media_marker(kind: &str, media: &MediaPart, why: &str) -> String {
@@ -42,6 +46,126 @@ pub(crate) fn has_text(parts: &[Part]) -> bool {
 /// `att-call-…` or `att-msg-…` (ishiki-projection's record ids).
 pub(crate) fn is_attachment(id: &str) -> bool {
     id.starts_with("att-")
+}
+
+/// What a renderer did with the request's reasoning parts (the step's report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// Reasoning parts replayed verbatim.
+    pub kept: usize,
+    /// Parts dropped because another provider or model made them.
+    pub dropped_foreign: usize,
+    /// Parts dropped because they stand before the first message the projection changed
+    /// (in this request or an earlier one): dropping them is the one edit the providers allow.
+    pub dropped_before_change: usize,
+    /// Index of the first message this request changed, when the projection changed earlier
+    /// context since the previous request.
+    pub changed_from: Option<usize>,
+}
+
+/// The index of the first message of `previous` that `current` does not repeat at the same
+/// position, or `None` when `current` starts with all of `previous` (an append-only step).
+pub fn first_changed(previous: &[Message], current: &[Message]) -> Option<usize> {
+    previous
+        .iter()
+        .zip(current)
+        .position(|(a, b)| a != b)
+        .or_else(|| (current.len() < previous.len()).then_some(current.len()))
+}
+
+/// Where a request's reasoning may be replayed from (see [`ReplayState::plan`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplayPlan {
+    /// The first message this request changed since the previous one, if any.
+    pub changed_from: Option<usize>,
+    /// The first message whose reasoning may be replayed; reasoning before it is dropped.
+    pub reasoning_from: Option<usize>,
+}
+
+/// What a model remembers between requests to replay reasoning safely: the previous request's
+/// messages, and which messages' reasoning was left out once (it stays out, so the request
+/// after a pruning keeps the pruning request's bytes as its prefix).
+#[derive(Debug, Clone, Default)]
+pub struct ReplayState {
+    previous: Vec<Message>,
+    dropped: BTreeSet<String>,
+}
+
+impl ReplayState {
+    /// A state before the first request.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The plan for `request`: reasoning is replayed from the first message the projection
+    /// changed since the previous request, and never before a message whose reasoning was
+    /// dropped earlier.
+    pub fn plan(&self, request: &Request) -> ReplayPlan {
+        let changed_from = first_changed(&self.previous, &request.messages);
+        let after_dropped = request
+            .messages
+            .iter()
+            .rposition(|m| self.dropped.contains(&m.id))
+            .map(|i| i + 1);
+        ReplayPlan {
+            changed_from,
+            reasoning_from: changed_from.max(after_dropped),
+        }
+    }
+
+    /// Records that `request`, rendered with `plan`, got an answer.
+    pub fn advance(&mut self, request: &Request, plan: &ReplayPlan) {
+        let from = plan.reasoning_from.unwrap_or(0).min(request.messages.len());
+        for message in &request.messages[..from] {
+            if message
+                .content
+                .iter()
+                .any(|p| matches!(p, Part::Reasoning(_)))
+            {
+                self.dropped.insert(message.id.clone());
+            }
+        }
+        self.previous.clone_from(&request.messages);
+    }
+}
+
+/// Whether the reasoning part `reasoning` of message `index` is replayed to `provider`/`model`
+/// when reasoning is replayed from message `from` on.
+pub(crate) fn keeps(
+    reasoning: &Reasoning,
+    index: usize,
+    provider: &str,
+    model: &str,
+    from: Option<usize>,
+) -> bool {
+    reasoning.provider == provider && reasoning.model == model && from.is_none_or(|c| index >= c)
+}
+
+/// Counts what a renderer for `provider`/`model` does with the reasoning parts of `request`
+/// under `plan`.
+pub fn reasoning_replay(
+    request: &Request,
+    provider: &str,
+    model: &str,
+    plan: &ReplayPlan,
+) -> ReplayReport {
+    let mut report = ReplayReport {
+        changed_from: plan.changed_from,
+        ..ReplayReport::default()
+    };
+    for (index, message) in request.messages.iter().enumerate() {
+        for part in &message.content {
+            let Part::Reasoning(r) = part else { continue };
+            if r.provider != provider || r.model != model {
+                report.dropped_foreign += 1;
+            } else if keeps(r, index, provider, model, plan.reasoning_from) {
+                report.kept += 1;
+            } else {
+                report.dropped_before_change += 1;
+            }
+        }
+    }
+    report
 }
 
 #[cfg(test)]

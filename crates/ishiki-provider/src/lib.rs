@@ -2,14 +2,25 @@
 //!
 //! The runtime projects a [`Request`](ishiki_core::Request) for every step. This crate renders
 //! it for the OpenAI Chat Completions protocol ([`render_openai`]: OpenAI, vLLM, llama.cpp's
-//! server, Ollama, most gateways) and for Anthropic's Messages API ([`render_anthropic`], with
-//! prompt-cache breakpoints where the prefix stays unchanged until the next pruning), and parses
-//! their responses back into the runtime's [`ModelResponse`](ishiki_core::ModelResponse) with
-//! stop reason and token usage ([`parse_openai_response`], [`parse_anthropic_response`]).
+//! server, Ollama, most gateways), for Anthropic's Messages API ([`render_anthropic`], with
+//! prompt-cache breakpoints where the prefix stays unchanged until the next pruning) and for
+//! OpenAI's Responses API ([`render_responses`]), and parses their responses back into the
+//! runtime's [`ModelResponse`](ishiki_core::ModelResponse) with stop reason, reasoning and token
+//! usage ([`parse_openai_response`], [`parse_anthropic_response`],
+//! [`parse_responses_response`]).
+//!
+//! Reasoning (Anthropic `thinking` blocks with their signature, Responses `reasoning` items with
+//! their encrypted content) is kept as opaque provider-tagged parts and replayed byte for byte
+//! to the same provider and model; a renderer drops, never edits, reasoning of another provider
+//! or model, and reasoning before the first message the projection changed since the previous
+//! request ([`ReplayState`], [`reasoning_replay`]); once dropped, it stays out.
 //!
 //! [`HttpModel`] is the runtime's [`Model`](ishiki_core::Model) over HTTP (reqwest with rustls):
 //! base URL, API key from an environment variable, a timeout per attempt, and retries with
-//! exponential backoff (or the server's `retry-after`) on 429, 5xx and transport failures.
+//! exponential backoff (or the server's `retry-after`) on 429, 5xx and transport failures. It
+//! streams (server-sent events) when the server does: [`HttpModel::send_with`] hands text and
+//! tool-call starts to a callback as they arrive, and a stream cut before its end is retried
+//! like a transport failure, so a step commits whole responses only.
 //!
 //! Rendering is pure: a function from the request to a JSON body. Images travel as `data:`
 //! URLs (OpenAI) or base64 source blocks (Anthropic); catalog deltas stay where the runtime put
@@ -52,7 +63,7 @@
 //!     "usage": { "input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 90 },
 //! }))?;
 //! assert_eq!(parsed.response.calls[0].name, "read");
-//! assert_eq!((parsed.usage.input_tokens, parsed.usage.cached_input_tokens), (100, 90));
+//! assert_eq!((parsed.usage.input_tokens, parsed.usage.cache_read_tokens), (100, 90));
 //! # Ok::<(), ishiki_provider::ProviderError>(())
 //! ```
 
@@ -62,12 +73,22 @@ mod error;
 mod http;
 mod openai;
 mod parsed;
+mod responses;
+mod sse;
 
 pub use anthropic::{
-    AnthropicOptions, CacheLayout, anthropic_cache_layout, parse_anthropic_response,
+    ANTHROPIC, AnthropicOptions, CacheLayout, anthropic_cache_layout, parse_anthropic_response,
     render_anthropic,
 };
+pub use common::{ReplayPlan, ReplayReport, ReplayState, first_changed, reasoning_replay};
 pub use error::{ProviderError, ProviderErrorKind};
 pub use http::{HttpConfig, HttpModel, Protocol};
 pub use openai::{OpenAiOptions, parse_openai_response, render_openai};
 pub use parsed::{ParsedResponse, Usage};
+pub use responses::{
+    OPENAI_RESPONSES, ResponsesOptions, parse_responses_response, render_responses,
+};
+pub use sse::{
+    MAX_LINE_BYTES, MAX_STREAM_BYTES, MAX_STREAM_ITEMS, SseEvent, SseReader, StreamAssembler,
+    StreamEvent,
+};

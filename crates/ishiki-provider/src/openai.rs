@@ -8,16 +8,17 @@
 //!   text, since the API rejects a tool message without its call;
 //! - images become `image_url` parts with `data:` URLs; audio becomes `input_audio` for wav and
 //!   mp3 and a text marker otherwise; media without data becomes a text marker;
-//! - tool errors carry no flag in this API: the outlet's text already says what failed.
+//! - tool errors carry no flag in this API: the outlet's text already says what failed;
+//! - reasoning parts are dropped: Chat Completions has no way to take them back.
 
 use std::collections::BTreeSet;
 
-use ishiki_core::{Message, ModelResponse, Part, Request, Role, ToolCall};
+use ishiki_core::{Message, ModelResponse, Part, Request, Role, ToolCall, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::common::{delta_text, has_text, media_marker};
 use crate::error::ProviderError;
-use crate::parsed::{ParsedResponse, Usage};
+use crate::parsed::ParsedResponse;
 
 /// How to render for OpenAI-compatible servers.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,6 +221,7 @@ fn user_parts(parts: &[Part], with_text: bool) -> Vec<Value> {
                 "type": "text",
                 "text": format!("[result of call {call_id}]\n{text}"),
             })),
+            Part::Reasoning(_) => {}
         }
     }
     out
@@ -293,20 +295,24 @@ pub fn parse_openai_response(body: &Value) -> Result<ParsedResponse, ProviderErr
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let usage = body.get("usage").map_or_else(Usage::default, |u| {
+    let usage = body.get("usage").filter(|u| u.is_object()).map(|u| {
         let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
         Usage {
             input_tokens: n(u.get("prompt_tokens")),
             output_tokens: n(u.get("completion_tokens")),
-            cached_input_tokens: n(u.pointer("/prompt_tokens_details/cached_tokens")),
+            cache_read_tokens: n(u.pointer("/prompt_tokens_details/cached_tokens")),
+            cache_write_tokens: 0,
         }
     });
     Ok(ParsedResponse {
         response: ModelResponse {
             text: text.filter(|t| !t.is_empty()),
             calls,
+            usage,
+            ..ModelResponse::default()
         },
         stop_reason,
-        usage,
+        usage: usage.unwrap_or_default(),
+        ..ParsedResponse::default()
     })
 }

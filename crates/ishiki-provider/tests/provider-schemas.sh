@@ -3,6 +3,7 @@
 # generates JSON Schemas of their request types with ts-json-schema-generator:
 #   DIR/anthropic.schema.json  MessageCreateParamsNonStreaming      (@anthropic-ai/sdk)
 #   DIR/openai.schema.json     ChatCompletionCreateParamsNonStreaming (openai)
+#   DIR/openai-responses.schema.json  ResponseCreateParamsNonStreaming (openai)
 # Versions are pinned so a run is repeatable; bump them deliberately.
 set -euo pipefail
 dir="$1"
@@ -20,3 +21,5 @@ gen node_modules/@anthropic-ai/sdk/resources/messages/messages.d.ts \
   MessageCreateParamsNonStreaming anthropic.schema.json
 gen node_modules/openai/resources/chat/completions/completions.d.ts \
   ChatCompletionCreateParamsNonStreaming openai.schema.json
+gen node_modules/openai/resources/responses/responses.d.ts \
+  ResponseCreateParamsNonStreaming openai-responses.schema.json

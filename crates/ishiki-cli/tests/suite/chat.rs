@@ -1,5 +1,6 @@
 //! `ishiki chat` end to end against a local server replaying OpenAI-style responses, driven
-//! through standard input (issue 10).
+//! through standard input (issue 10): JSON bodies, and server-sent event streams written in
+//! small pieces with keep-alive comments (issue 15).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -8,6 +9,15 @@ use std::sync::{Arc, Mutex};
 
 /// Serves `responses` in order on 127.0.0.1 and records each request body.
 fn replay(responses: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
+    replay_as("application/json", responses)
+}
+
+/// [`replay`] with a content type; bodies are written in pieces of 7 bytes, flushed one by one,
+/// so frames reach the client split.
+fn replay_as(
+    content_type: &'static str,
+    responses: Vec<String>,
+) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
     let addr = listener.local_addr().expect("an address");
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -32,14 +42,132 @@ fn replay(responses: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
                 .lock()
                 .expect("lock")
                 .push(String::from_utf8_lossy(&request).into_owned());
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()
             );
-            let _ = stream.write_all(reply.as_bytes());
+            let _ = stream.write_all(head.as_bytes());
+            for piece in body.as_bytes().chunks(7) {
+                let _ = stream.write_all(piece);
+                let _ = stream.flush();
+            }
         }
     });
     (format!("http://{addr}/v1"), seen)
+}
+
+/// Runs `ishiki chat` with `models.yaml`'s main model at `base` speaking `provider`; returns
+/// standard output.
+fn chat(base: &str, provider: &str, line: &[u8]) -> String {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::fs::write(workspace.join("notes.txt"), "buy milk\n").expect("notes");
+    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
+    std::fs::write(
+        dir.path().join("models.yaml"),
+        format!("models:\n  main: {{ input: [text], provider: {provider}, baseUrl: \"{base}\", model: test-model }}\n"),
+    )
+    .expect("models");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ishiki"))
+        .arg("chat")
+        .arg("--profile")
+        .arg(dir.path().join("profile.yaml"))
+        .arg("--models")
+        .arg(dir.path().join("models.yaml"))
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .arg("--workspace")
+        .arg(&workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ishiki chat starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(line)
+        .expect("a line is sent");
+    let output = child.wait_with_output().expect("ishiki chat ends");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Server-sent events with a keep-alive comment before each one.
+fn events(chunks: &[String]) -> String {
+    chunks
+        .iter()
+        .map(|c| format!(": keep-alive\n\ndata: {c}\n\n"))
+        .collect::<String>()
+        + "data: [DONE]\n\n"
+}
+
+/// Streamed Chat Completions: text is printed as it arrives, the call as it starts, its result,
+/// the answer, and the tokens of each step and of the session.
+#[test]
+fn chat_streams_text_and_tool_calls_and_prints_usage() {
+    let chunk = |delta: &str, finish: &str| {
+        format!(
+            r#"{{"object":"chat.completion.chunk","choices":[{{"index":0,"delta":{delta},"finish_reason":{finish}}}]}}"#
+        )
+    };
+    let usage = |input: u32, cached: u32, output: u32| {
+        format!(
+            r#"{{"object":"chat.completion.chunk","choices":[],"usage":{{"prompt_tokens":{input},"completion_tokens":{output},"prompt_tokens_details":{{"cached_tokens":{cached}}}}}}}"#
+        )
+    };
+    let first = events(&[
+        chunk(r#"{"role":"assistant","content":"Let me "}"#, "null"),
+        chunk(r#"{"content":"look."}"#, "null"),
+        chunk(
+            r#"{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":""}}]}"#,
+            "null",
+        ),
+        chunk(
+            r#"{"tool_calls":[{"index":0,"function":{"arguments":"{\"url\":\"workspace:///notes.txt\"}"}}]}"#,
+            "null",
+        ),
+        chunk("{}", r#""tool_calls""#),
+        usage(1200, 0, 30),
+    ]);
+    let second = events(&[
+        chunk(r#"{"content":"The notes say: "}"#, "null"),
+        chunk(r#"{"content":"buy milk."}"#, "null"),
+        chunk("{}", r#""stop""#),
+        usage(1260, 1152, 8),
+    ]);
+    let (base, seen) = replay_as("text/event-stream", vec![first, second]);
+    let stdout = chat(&base, "openai", b"what is in my notes?\n");
+    let expected = [
+        "assistant: Let me look.\n[step 1] calling read…\n",
+        "[step 1] tokens: 1200 in (0 cache read, 0 cache write), 30 out\n",
+        "[step 1] → read {\"url\":\"workspace:///notes.txt\"}\n",
+        "[step 1] ← read: buy milk\n",
+        "assistant: The notes say: buy milk.\n",
+        "[step 2] tokens: 1260 in (1152 cache read, 0 cache write), 8 out\n",
+        "[session] tokens: 2460 in (1152 cache read, 0 cache write), 38 out\n",
+    ];
+    let mut rest = stdout.as_str();
+    for line in expected {
+        let at = rest
+            .find(line)
+            .unwrap_or_else(|| panic!("{line:?} in order in:\n{stdout}"));
+        rest = &rest[at + line.len()..];
+    }
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].contains("\"stream\":true"), "{}", seen[0]);
+    assert!(
+        seen[1].contains("buy milk"),
+        "the tool result reaches the second request"
+    );
 }
 
 #[test]

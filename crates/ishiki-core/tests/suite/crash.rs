@@ -54,6 +54,7 @@ fn read_call(id: &str, url: &str) -> ModelResponse {
             name: "read".to_owned(),
             input: json!({ "url": url, "lifetime": "once" }),
         }],
+        ..ModelResponse::default()
     }
 }
 
@@ -509,7 +510,7 @@ fn killed_sessions_reopen_consistent(history: &History) {
             prepared,
             ModelResponse {
                 text: Some("seen".to_owned()),
-                calls: Vec::new(),
+                ..ModelResponse::default()
             },
         )
         .expect("the commit succeeds");

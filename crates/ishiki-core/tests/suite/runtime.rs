@@ -179,13 +179,16 @@ fn call(id: &str, name: &str, input: Value) -> ToolCall {
 }
 
 fn calls(calls: Vec<ToolCall>) -> ModelResponse {
-    ModelResponse { text: None, calls }
+    ModelResponse {
+        calls,
+        ..ModelResponse::default()
+    }
 }
 
 fn say(text: &str) -> ModelResponse {
     ModelResponse {
         text: Some(text.to_owned()),
-        calls: Vec::new(),
+        ..ModelResponse::default()
     }
 }
 
@@ -574,7 +577,7 @@ async fn tp1_text_calls_run_through_the_same_path() {
             prepared,
             ModelResponse {
                 text: Some(text.clone()),
-                calls: Vec::new(),
+                ..ModelResponse::default()
             },
         )
         .unwrap();
@@ -916,4 +919,58 @@ async fn sec3_bad_calls_get_error_results_naming_the_problem() {
         writeln!(out, "text protocol {}\n  -> {}", r.call_id, r.text).unwrap();
     }
     with_snapshots(|| insta::assert_snapshot!("runtime_error_results", out));
+}
+
+/// Reasoning parts are committed verbatim ahead of the text, survive reopening, and the
+/// provider's usage is stored in the assistant message's record (issue 15).
+#[tokio::test]
+async fn reasoning_and_usage_are_committed_with_the_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    rt.add_user_message("m1", "think", &[]).unwrap();
+    let thinking = json!({ "type": "thinking", "thinking": "hmm", "signature": "c2ln+/==" });
+    let usage = ishiki_core::Usage {
+        input_tokens: 120,
+        output_tokens: 9,
+        cache_read_tokens: 100,
+        cache_write_tokens: 20,
+    };
+    let response = ModelResponse {
+        text: Some("Done.".into()),
+        reasoning: vec![ishiki_core::Reasoning {
+            provider: "anthropic".into(),
+            model: "m".into(),
+            data: thinking.clone(),
+        }],
+        usage: Some(usage),
+        ..ModelResponse::default()
+    };
+    step(&mut rt, response).await;
+    drop(rt);
+    let store =
+        ishiki_core::SqliteStore::open(&dir.path().join("history.sqlite"), Durability::Normal)
+            .unwrap();
+    let state = ishiki_core::HistoryStore::load(&store).unwrap();
+    let (record, _) = state
+        .messages
+        .iter()
+        .find(|(m, _)| m.id.ends_with("-assistant"))
+        .expect("the assistant record");
+    assert_eq!(record.json["usage"], serde_json::to_value(usage).unwrap());
+    assert_eq!(record.json["content"][0]["data"], thinking);
+    drop(store);
+    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    let request = rt.prepare().unwrap().request;
+    let assistant = request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Assistant)
+        .unwrap();
+    assert!(matches!(&assistant.content[0], Part::Reasoning(r) if r.data == thinking));
+    assert_eq!(
+        assistant.content[1],
+        Part::Text {
+            text: "Done.".into()
+        }
+    );
 }

@@ -141,6 +141,7 @@ pub(crate) async fn step(runtime: &mut Runtime, calls: &[(&str, Value)]) -> Vec<
                 input: input.clone(),
             })
             .collect(),
+        ..ModelResponse::default()
     };
     runtime.commit(prepared, response).expect("commit");
     runtime.execute().await.expect("execute")

@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ishiki_core::{Durability, ModelsDoc, Profile, Request, Runtime, assemble};
-use ishiki_provider::{HttpConfig, HttpModel, Protocol, ProviderErrorKind};
+use ishiki_core::{Durability, ModelsDoc, Part, Profile, Request, Runtime, assemble};
+use ishiki_provider::{HttpConfig, HttpModel, Protocol, ProviderErrorKind, StreamEvent};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -55,8 +55,13 @@ async fn replay(script: Vec<(u16, &'static str, String)>) -> (String, Arc<Mutex<
                 head,
                 body: serde_json::from_slice(&data).unwrap(),
             });
+            let kind = if headers.contains("content-type") {
+                ""
+            } else {
+                "content-type: application/json\r\n"
+            };
             let response = format!(
-                "HTTP/1.1 {status} Replayed\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{headers}\r\n{body}",
+                "HTTP/1.1 {status} Replayed\r\n{kind}content-length: {}\r\nconnection: close\r\n{headers}\r\n{body}",
                 body.len()
             );
             socket.write_all(response.as_bytes()).await.unwrap();
@@ -104,6 +109,21 @@ fn anthropic_text(text: &str) -> String {
     .to_string()
 }
 
+fn responses_call(id: &str) -> String {
+    json!({ "object": "response", "status": "completed", "model": "test-model",
+        "output": [{ "type": "function_call", "id": "fc_1", "call_id": id, "name": "read",
+            "arguments": "{\"url\":\"workspace:///notes.txt\"}", "status": "completed" }],
+        "usage": { "input_tokens": 50, "output_tokens": 9, "input_tokens_details": { "cached_tokens": 0 } } })
+    .to_string()
+}
+
+fn responses_text(text: &str) -> String {
+    json!({ "object": "response", "status": "completed", "model": "test-model",
+        "output": [{ "type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+            "content": [{ "type": "output_text", "text": text, "annotations": [] }] }] })
+    .to_string()
+}
+
 fn runtime(dir: &std::path::Path) -> Runtime {
     let workspace = dir.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -128,7 +148,11 @@ fn runtime(dir: &std::path::Path) -> Runtime {
 /// A session over each protocol: a tool call runs, its result reaches the next request.
 #[tokio::test]
 async fn http_session_continues_after_a_tool_call() {
-    for protocol in [Protocol::OpenAi, Protocol::Anthropic] {
+    for protocol in [
+        Protocol::OpenAi,
+        Protocol::Anthropic,
+        Protocol::OpenAiResponses,
+    ] {
         let script = match protocol {
             Protocol::OpenAi => vec![
                 (200, "", openai_call("call_1")),
@@ -137,6 +161,10 @@ async fn http_session_continues_after_a_tool_call() {
             Protocol::Anthropic => vec![
                 (200, "", anthropic_call("toolu_1")),
                 (200, "", anthropic_text("Milk and eggs.")),
+            ],
+            _ => vec![
+                (200, "", responses_call("call_1")),
+                (200, "", responses_text("Milk and eggs.")),
             ],
         };
         let (url, seen) = replay(script).await;
@@ -162,6 +190,13 @@ async fn http_session_continues_after_a_tool_call() {
             Protocol::Anthropic => {
                 assert!(seen[0].head.starts_with("POST /v1/messages "));
                 assert!(seen[0].head.contains("anthropic-version: 2023-06-01"));
+            }
+            _ => {
+                assert!(seen[0].head.starts_with("POST /responses "));
+                // The call and its output travel as paired input items.
+                let input = seen[1].body["input"].as_array().unwrap();
+                let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+                assert_eq!(kinds, ["message", "function_call", "function_call_output"]);
             }
         }
     }
@@ -281,7 +316,7 @@ async fn http_unreachable_endpoint_and_missing_key_are_clear_errors() {
     let unknown = "gemini".parse::<Protocol>().unwrap_err();
     assert_eq!(
         unknown.message(),
-        "unknown provider `gemini` (expected openai or anthropic)"
+        "unknown provider `gemini` (expected openai, anthropic or openai-responses)"
     );
 }
 
@@ -289,10 +324,15 @@ async fn http_unreachable_endpoint_and_missing_key_are_clear_errors() {
 async fn http_api_key_goes_in_the_protocol_header() {
     // `PATH` stands in for a key variable: setting one is unsafe in edition 2024 with threads.
     let key = std::env::var("PATH").unwrap();
-    for protocol in [Protocol::OpenAi, Protocol::Anthropic] {
+    for protocol in [
+        Protocol::OpenAi,
+        Protocol::Anthropic,
+        Protocol::OpenAiResponses,
+    ] {
         let body = match protocol {
             Protocol::OpenAi => openai_text("hi"),
             Protocol::Anthropic => anthropic_text("hi"),
+            _ => responses_text("hi"),
         };
         let (url, seen) = replay(vec![(200, "", body)]).await;
         let model = HttpModel::new(HttpConfig {
@@ -310,9 +350,172 @@ async fn http_api_key_goes_in_the_protocol_header() {
         assert_eq!(parsed.response.text.as_deref(), Some("hi"));
         let head = seen.lock().unwrap()[0].head.to_lowercase();
         let expected = match protocol {
-            Protocol::OpenAi => format!("authorization: bearer {key}"),
             Protocol::Anthropic => format!("x-api-key: {key}"),
+            _ => format!("authorization: bearer {key}"),
         };
         assert!(head.contains(&expected.to_lowercase()), "{head}");
     }
+}
+
+const SSE: &str = "content-type: text/event-stream\r\n";
+
+fn sse(protocol: Protocol) -> String {
+    let file = super::common::data_dir().join(format!("streams/{}.sse", protocol.name()));
+    std::fs::read_to_string(file).unwrap()
+}
+
+/// Each protocol streams: text arrives before the call starts, the assembled response is the
+/// whole one, and the request asked for a stream.
+#[tokio::test]
+async fn http_streams_each_protocol_through_the_callback() {
+    for protocol in [
+        Protocol::OpenAi,
+        Protocol::Anthropic,
+        Protocol::OpenAiResponses,
+    ] {
+        let (url, seen) = replay(vec![(200, SSE, sse(protocol))]).await;
+        let model = HttpModel::new(config(protocol, &url)).unwrap();
+        let mut events = Vec::new();
+        let parsed = model
+            .send_with(
+                &Request {
+                    tools: vec![],
+                    messages: vec![],
+                },
+                |e| events.push(e),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            parsed.response.text.as_deref(),
+            Some("Let me read it — ok."),
+            "{protocol:?}"
+        );
+        assert_eq!(parsed.response.calls[0].name, "read");
+        assert_eq!(
+            parsed.response.calls[0].input,
+            json!({ "url": "workspace:///notes.txt" })
+        );
+        assert!(
+            parsed
+                .response
+                .usage
+                .is_some_and(|u| u.cache_read_tokens > 0)
+        );
+        // Reasoning is tagged with the configured model, as the next render compares it.
+        assert!(
+            parsed
+                .response
+                .reasoning
+                .iter()
+                .all(|r| r.model == "test-model")
+        );
+        let first_call = events
+            .iter()
+            .position(|e| matches!(e, StreamEvent::ToolCall { .. }))
+            .unwrap();
+        assert!(matches!(events[0], StreamEvent::Text(_)), "{events:?}");
+        assert!(
+            events[first_call..]
+                .iter()
+                .all(|e| !matches!(e, StreamEvent::Text(_)))
+        );
+        let seen = seen.lock().unwrap().clone();
+        let body = &seen[0].body;
+        assert_eq!(body["stream"], true);
+        let endpoint = match protocol {
+            Protocol::OpenAi => {
+                assert_eq!(body["stream_options"]["include_usage"], true);
+                "POST /chat/completions "
+            }
+            Protocol::Anthropic => "POST /v1/messages ",
+            _ => {
+                assert_eq!(body["store"], false);
+                "POST /responses "
+            }
+        };
+        assert!(seen[0].head.starts_with(endpoint));
+    }
+}
+
+/// A stream cut mid-way is retried from the start; the caller hears that what it showed is
+/// void, and a step whose every attempt broke commits nothing.
+#[tokio::test]
+async fn http_stream_cut_midway_is_retried_and_never_half_committed() {
+    let whole = sse(Protocol::OpenAi);
+    let half = whole[..whole.len() / 2].to_owned();
+    let (url, seen) = replay(vec![(200, SSE, half.clone()), (200, SSE, whole)]).await;
+    let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
+    let mut events = Vec::new();
+    let parsed = model
+        .send_with(
+            &Request {
+                tools: vec![],
+                messages: vec![],
+            },
+            |e| events.push(e),
+        )
+        .await
+        .unwrap();
+    assert_eq!(parsed.response.calls.len(), 1);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    let retry = events
+        .iter()
+        .position(|e| matches!(e, StreamEvent::Retry { .. }))
+        .expect("a retry event");
+    assert!(
+        matches!(&events[retry], StreamEvent::Retry { reason } if reason.starts_with("the openai stream ended before the response was complete")),
+        "{events:?}"
+    );
+
+    let (url, _) = replay(vec![(200, SSE, half)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut runtime = runtime(dir.path());
+    let model = HttpModel::new(HttpConfig {
+        max_retries: 0,
+        ..config(Protocol::OpenAi, &url)
+    })
+    .unwrap();
+    let error = runtime.step_with(&model).await.unwrap_err();
+    assert_eq!(
+        error.message(),
+        format!(
+            "the model request failed: the openai stream ended before the response was complete ({url}/chat/completions)"
+        )
+    );
+    assert_eq!(runtime.prepare().unwrap().request.messages.len(), 1);
+}
+
+/// Reasoning and usage reach the store with the assistant message, and the next request replays
+/// the reasoning verbatim to the same model.
+#[tokio::test]
+async fn http_reasoning_is_committed_and_replayed_to_the_same_model() {
+    let (url, seen) = replay(vec![
+        (200, SSE, sse(Protocol::Anthropic)),
+        (200, "", anthropic_text("Milk and eggs.")),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut runtime = runtime(dir.path());
+    let model = HttpModel::new(config(Protocol::Anthropic, &url)).unwrap();
+    runtime.step_with(&model).await.unwrap();
+    let prepared = runtime.prepare().unwrap();
+    let assistant = &prepared.request.messages[1];
+    assert!(
+        matches!(&assistant.content[0], Part::Reasoning(r) if r.provider == "anthropic" && r.model == "test-model")
+    );
+    runtime.abandon(prepared);
+    runtime.step_with(&model).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    let replayed = &seen[1].body["messages"][1]["content"];
+    assert_eq!(
+        replayed[0],
+        json!({ "type": "thinking", "thinking": "The user wants the notes — read them.",
+            "signature": "EqQBCkYIARgCIkBsig+/==" })
+    );
+    assert_eq!(
+        replayed[1],
+        json!({ "type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT" })
+    );
+    assert_eq!(replayed[3]["type"], "tool_use");
 }

@@ -6,6 +6,8 @@ mod http;
 mod invariants;
 mod parse;
 mod prefix;
+mod reasoning;
 mod render;
 mod schema;
 mod snapshots;
+mod stream;

@@ -29,7 +29,7 @@ fn openai_tool_calls_text_stop_reason_and_cached_usage() {
         (
             parsed.usage.input_tokens,
             parsed.usage.output_tokens,
-            parsed.usage.cached_input_tokens
+            parsed.usage.cache_read_tokens
         ),
         (120, 7, 100)
     );
@@ -63,7 +63,7 @@ fn anthropic_blocks_stop_reason_and_cached_usage() {
         (
             parsed.usage.input_tokens,
             parsed.usage.output_tokens,
-            parsed.usage.cached_input_tokens
+            parsed.usage.cache_read_tokens
         ),
         (100, 9, 50)
     );

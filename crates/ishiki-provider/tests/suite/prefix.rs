@@ -71,6 +71,7 @@ async fn session() -> Vec<Request> {
         let response = ModelResponse {
             text: Some(format!("Step {i}.")),
             calls: vec![call],
+            ..ModelResponse::default()
         };
         runtime.commit(prepared, response).unwrap();
         let reports = runtime.execute().await.unwrap();

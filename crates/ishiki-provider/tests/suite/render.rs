@@ -4,7 +4,10 @@
 use std::collections::BTreeSet;
 
 use ishiki_core::{MediaPart, Message, Part, Request, Role, ToolSpec};
-use ishiki_provider::{AnthropicOptions, OpenAiOptions, render_anthropic, render_openai};
+use ishiki_provider::{
+    AnthropicOptions, OpenAiOptions, ResponsesOptions, render_anthropic, render_openai,
+    render_responses,
+};
 use serde_json::{Value, json};
 
 use super::common::cases;
@@ -152,8 +155,15 @@ pub(crate) fn check_anthropic(body: &Value) -> Result<(), String> {
                     answered.insert(id.to_owned());
                 }
                 ("assistant", "tool_use") => {
+                    seen_other = true;
                     if !block["input"].is_object() {
                         return Err(format!("message {k}: tool_use input not an object"));
+                    }
+                }
+                ("assistant", "thinking" | "redacted_thinking") => {
+                    // Thinking comes first in its message and is never a cache breakpoint.
+                    if seen_other || block.get("cache_control").is_some() {
+                        return Err(format!("message {k}: misplaced or marked thinking block"));
                     }
                 }
                 (role, kind) => {
@@ -179,6 +189,82 @@ pub(crate) fn check_anthropic(body: &Value) -> Result<(), String> {
         return Err(format!("{markers} cache_control markers (at most 4)"));
     }
     Ok(())
+}
+
+/// The rules of the Responses API a renderer can break.
+pub(crate) fn check_responses(body: &Value) -> Result<(), String> {
+    if body["store"] != false || body["include"] != json!(["reasoning.encrypted_content"]) {
+        return Err("store: false with encrypted reasoning is required".into());
+    }
+    let mut called = BTreeSet::new();
+    for (k, item) in body["input"]
+        .as_array()
+        .ok_or("no input")?
+        .iter()
+        .enumerate()
+    {
+        match item["type"].as_str().unwrap_or_default() {
+            "message" => match item["role"].as_str().unwrap_or_default() {
+                "system" | "developer" | "assistant" => {
+                    item["content"]
+                        .as_str()
+                        .ok_or(format!("item {k}: content"))?;
+                }
+                "user" => {
+                    for part in item["content"].as_array().ok_or("user parts")? {
+                        match part["type"].as_str() {
+                            Some("input_text") => {
+                                part["text"].as_str().ok_or(format!("item {k}: text"))?;
+                            }
+                            Some("input_image") => {
+                                let url = part["image_url"].as_str().unwrap_or_default();
+                                let (head, data) = url.split_once(";base64,").unwrap_or_default();
+                                if !head.starts_with("data:image/") || !is_base64(data) {
+                                    return Err(format!("item {k}: bad data url"));
+                                }
+                            }
+                            other => return Err(format!("item {k}: part type {other:?}")),
+                        }
+                    }
+                }
+                other => return Err(format!("item {k}: role {other}")),
+            },
+            "function_call" => {
+                let args = item["arguments"].as_str().ok_or("arguments")?;
+                serde_json::from_str::<Value>(args).map_err(|e| format!("arguments: {e}"))?;
+                called.insert(item["call_id"].as_str().ok_or("call_id")?.to_owned());
+            }
+            "function_call_output" => {
+                let id = item["call_id"].as_str().ok_or("call_id")?;
+                if !called.contains(id) {
+                    return Err(format!("item {k}: output for {id} before its call"));
+                }
+                item["output"].as_str().ok_or("output")?;
+            }
+            "reasoning" => {
+                item["id"]
+                    .as_str()
+                    .ok_or(format!("item {k}: reasoning id"))?;
+            }
+            other => return Err(format!("item {k}: type {other}")),
+        }
+    }
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        if tool["type"] != "function" || !tool["parameters"].is_object() {
+            return Err(format!("bad tool {tool}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_example_request_renders_to_valid_responses_shapes() {
+    for case in &cases() {
+        let body = render_responses(&case.request, &ResponsesOptions::new("test-model"));
+        if let Err(e) = check_responses(&body) {
+            panic!("{} step {}: {e}\n{body:#}", case.scenario, case.step);
+        }
+    }
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! Every projected request of every example scenario validates against JSON Schemas generated
-//! from the providers' official TypeScript SDKs (`@anthropic-ai/sdk`, `openai` on npm).
+//! from the providers' official TypeScript SDKs (`@anthropic-ai/sdk`, `openai` on npm), for
+//! Messages, Chat Completions and Responses — also with reasoning parts in every assistant
+//! message, replayed as `thinking`/`redacted_thinking` blocks or `reasoning` items.
 //!
 //! The schemas are not committed: `tests/provider-schemas.sh` fetches the pinned SDKs from the
 //! npm registry into the git-ignored `<repo>/.tools/provider-schemas/` the first time and
@@ -8,7 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ishiki_provider::{AnthropicOptions, OpenAiOptions, render_anthropic, render_openai};
+use ishiki_core::{Part, Reasoning, Request, Role};
+use ishiki_provider::{
+    ANTHROPIC, AnthropicOptions, OPENAI_RESPONSES, OpenAiOptions, ResponsesOptions,
+    render_anthropic, render_openai, render_responses,
+};
 use serde_json::{Value, json};
 
 use super::common::cases;
@@ -32,7 +38,38 @@ fn schema(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap()
 }
 
-fn validate_all(schema: &Value, render: &dyn Fn(&ishiki_core::Request) -> Value) {
+/// `request` with reasoning of `provider`/`model` at the start of every assistant message.
+fn with_reasoning(request: &Request, provider: &str, model: &str) -> Request {
+    let mut request = request.clone();
+    for (n, m) in request.messages.iter_mut().enumerate() {
+        if m.role != Role::Assistant {
+            continue;
+        }
+        let data = if provider == ANTHROPIC {
+            vec![
+                json!({ "type": "thinking", "thinking": format!("step {n}"), "signature": "EqQBCkYIARgC" }),
+                json!({ "type": "redacted_thinking", "data": "EmwKAhgBEgy3va3p" }),
+            ]
+        } else {
+            vec![json!({ "type": "reasoning", "id": format!("rs_{n}"),
+                "summary": [{ "type": "summary_text", "text": "Reading the file." }],
+                "encrypted_content": "gAAAAABo" })]
+        };
+        for (k, data) in data.into_iter().enumerate() {
+            m.content.insert(
+                k,
+                Part::Reasoning(Reasoning {
+                    provider: provider.to_owned(),
+                    model: model.to_owned(),
+                    data,
+                }),
+            );
+        }
+    }
+    request
+}
+
+fn validate_all(schema: &Value, render: &mut dyn FnMut(&Request) -> Value) {
     let validator = jsonschema::validator_for(schema).unwrap();
     let mut checked = 0;
     for case in cases() {
@@ -56,15 +93,51 @@ fn validate_all(schema: &Value, render: &dyn Fn(&ishiki_core::Request) -> Value)
 
 #[test]
 fn every_example_request_matches_the_sdk_schemas() {
-    // One test for both, so the schemas are generated once even when tests run in parallel.
+    // One test for all, so the schemas are generated once even when tests run in parallel.
     let anthropic = schema("anthropic.schema.json");
     let openai = schema("openai.schema.json");
-    validate_all(&anthropic, &|r| {
+    let responses = schema("openai-responses.schema.json");
+    validate_all(&anthropic, &mut |r| {
         render_anthropic(r, &AnthropicOptions::new("claude-test", 1024))
     });
-    validate_all(&openai, &|r| {
+    validate_all(&openai, &mut |r| {
         render_openai(r, &OpenAiOptions::new("gpt-test"))
     });
+    let responses_options = ResponsesOptions {
+        max_output_tokens: Some(1024),
+        prompt_cache_key: Some("ishiki-test".into()),
+        ..ResponsesOptions::new("gpt-test")
+    };
+    validate_all(&responses, &mut |r| render_responses(r, &responses_options));
+
+    // With reasoning replayed in every assistant message (the renderers must keep it).
+    let mut replayed = 0;
+    validate_all(&anthropic, &mut |r| {
+        let body = render_anthropic(
+            &with_reasoning(r, ANTHROPIC, "claude-test"),
+            &AnthropicOptions {
+                thinking_budget: Some(1024),
+                ..AnthropicOptions::new("claude-test", 2048)
+            },
+        );
+        replayed += body.to_string().matches("\"redacted_thinking\"").count();
+        body
+    });
+    validate_all(&responses, &mut |r| {
+        let body = render_responses(
+            &with_reasoning(r, OPENAI_RESPONSES, "gpt-test"),
+            &responses_options,
+        );
+        replayed += body.to_string().matches("\"encrypted_content\"").count();
+        body
+    });
+    validate_all(&openai, &mut |r| {
+        render_openai(
+            &with_reasoning(r, ANTHROPIC, "gpt-test"),
+            &OpenAiOptions::new("gpt-test"),
+        )
+    });
+    assert!(replayed >= 100, "{replayed} reasoning blocks replayed");
 
     // The schemas do reject wrong shapes: a `tool` role, an image without its source.
     let anthropic = jsonschema::validator_for(&anthropic).unwrap();
@@ -80,4 +153,11 @@ fn every_example_request_matches_the_sdk_schemas() {
     assert!(!openai.is_valid(&bad_call));
     let bad_tool = json!({ "model": "m", "messages": [{ "role": "tool", "content": "x" }] });
     assert!(!openai.is_valid(&bad_tool));
+    let responses = jsonschema::validator_for(&responses).unwrap();
+    let bad_output =
+        json!({ "model": "m", "input": [{ "type": "function_call_output", "output": "x" }] });
+    assert!(!responses.is_valid(&bad_output), "call_id is required");
+    let bad_image = json!({ "model": "m", "input": [{ "type": "message", "role": "user",
+        "content": [{ "type": "input_image", "image_url": "data:image/png;base64,AAAA" }] }] });
+    assert!(!responses.is_valid(&bad_image), "detail is required");
 }
