@@ -353,6 +353,8 @@ fn sec4_killed_sessions_reopen_consistent() {
         }
     };
     let dir = tempfile::tempdir().unwrap();
+    // The child's stderr, to say why it stopped if it stops early.
+    let logs = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let mut facts = Facts::default();
     let mut steps_seen = 0;
@@ -373,7 +375,7 @@ fn sec4_killed_sessions_reopen_consistent() {
             .env(CHILD_ROUND, round.to_string())
             .env(CHILD_DURABILITY, durability)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(logs.path().join("stderr")).unwrap())
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -400,7 +402,8 @@ fn sec4_killed_sessions_reopen_consistent() {
         let context = format!("seed {seed} round {round} (killed after {kill_after} lines)");
         assert!(
             seen >= kill_after,
-            "{context}: the child stopped early ({status})"
+            "{context}: the child stopped early ({status}): {}",
+            std::fs::read_to_string(logs.path().join("stderr")).unwrap_or_default()
         );
 
         let mut rt = open(
@@ -419,6 +422,10 @@ fn sec4_killed_sessions_reopen_consistent() {
             check(&prepared.request, &facts, &context),
             summary(round + 1, steps_seen),
         );
+        if (round + 1) % 100 == 0 {
+            // Progress of a long run (`cargo xtask stress`), in the same form as the end.
+            eprintln!("{}", summary(round + 1, steps_seen)(&totals));
+        }
         // Not committed: the next child sees exactly what the store holds.
         rt.abandon(prepared);
         drop(rt);
