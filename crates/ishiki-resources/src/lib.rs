@@ -145,7 +145,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Temporary files of interrupted writes start with this, so cleanup can recognise them.
 pub(crate) const TEMP_PREFIX: &str = ".ishiki-tmp-";
 
-/// A file name no other writer in any process uses at the same time.
+/// A file name no other *running* writer uses. A killed process may have left a file under a
+/// name that a later process with its (reused) pid produces again: create with [`create_temp`].
 pub(crate) fn temp_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     format!(
@@ -155,17 +156,40 @@ pub(crate) fn temp_name() -> String {
     )
 }
 
+/// How many fresh names [`create_temp`] tries before giving up.
+const TEMP_ATTEMPTS: usize = 64;
+
+/// Creates a new temporary file through `create` (which must refuse an existing name), trying
+/// fresh names while a name is taken by a file a killed writer left behind. Returns the name
+/// used and what `create` made.
+pub(crate) fn create_temp<F>(
+    mut create: impl FnMut(&str) -> std::io::Result<F>,
+) -> std::io::Result<(String, F)> {
+    let mut taken = None;
+    for _ in 0..TEMP_ATTEMPTS {
+        let name = temp_name();
+        match create(&name) {
+            Ok(made) => return Ok((name, made)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => taken = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(taken.unwrap_or_else(|| std::io::Error::other("no temporary file name was free")))
+}
+
 /// Writes `bytes` to a temporary file in `dir` and hard-links it to `target`: the file appears
 /// complete or not at all, and an existing `target` is never replaced. `Ok(false)` when
 /// `target` already existed.
 pub(crate) fn link_new_file(dir: &Path, target: &Path, bytes: &[u8]) -> std::io::Result<bool> {
     use std::io::Write as _;
-    let temp = dir.join(temp_name());
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
+    let (temp, mut file) = create_temp(|name| {
+        std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&temp)?;
+            .open(dir.join(name))
+    })?;
+    let temp = dir.join(temp);
+    let result = (|| {
         file.write_all(bytes)?;
         file.sync_all()?;
         match std::fs::hard_link(&temp, target) {
@@ -191,5 +215,47 @@ pub(crate) async fn blocking<T: Send + 'static>(
             )
         })?,
         Err(_) => work(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed writer leaves `.ishiki-tmp-<pid>-<n>`; a later process given the same pid
+    /// produces that name again. Found by `cargo xtask stress`: the write failed.
+    #[test]
+    fn a_temporary_name_left_by_a_killed_writer_is_skipped() {
+        let mut tried = Vec::new();
+        let made = create_temp(|name| {
+            tried.push(name.to_owned());
+            if tried.len() <= 3 {
+                Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
+            } else {
+                Ok(name.len())
+            }
+        });
+        let (name, _) = made.expect("a fourth name is free");
+        assert_eq!(tried.len(), 4);
+        assert_eq!(tried.last(), Some(&name));
+        let unique: std::collections::BTreeSet<&String> = tried.iter().collect();
+        assert_eq!(unique.len(), 4, "each attempt is a fresh name: {tried:?}");
+        // Other failures are not retried; a name that is never free ends in an error.
+        let mut calls = 0;
+        let denied = create_temp(|_| -> std::io::Result<()> {
+            calls += 1;
+            Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied))
+        });
+        assert_eq!(
+            (denied.map_err(|e| e.kind()), calls),
+            (Err(std::io::ErrorKind::PermissionDenied), 1)
+        );
+        let taken = create_temp(|_| -> std::io::Result<()> {
+            Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
+        });
+        assert_eq!(
+            taken.map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::AlreadyExists)
+        );
     }
 }

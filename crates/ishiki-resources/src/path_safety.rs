@@ -397,12 +397,12 @@ impl Root {
             Ok(meta) if meta.is_dir() => return Err(directory(url)),
             _ => (parent, PathBuf::from(last)),
         };
-        let temp = crate::temp_name();
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        let (temp, mut file) = crate::create_temp(|name| dir.open_with(name, &options))
+            .map_err(|e| io_failure("write", url, &e))?;
         let result = (|| -> io::Result<()> {
             use std::io::Write as _;
-            let mut options = cap_std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            let mut file = dir.open_with(&temp, &options)?;
             file.write_all(bytes)?;
             file.sync_all()?;
             // Replaces the directory entry; never writes through a symlink put there since.

@@ -394,6 +394,8 @@ fn killed_sessions_reopen_consistent(history: &History) {
         }
     };
     let dir = tempfile::tempdir().expect("a temp dir");
+    // The child's stderr, to say why it stopped if it stops early.
+    let logs = tempfile::tempdir().expect("a temp dir");
     let exe = std::env::current_exe().expect("the test binary has a path");
     let mut facts = Facts::default();
     let mut steps_seen = 0;
@@ -418,7 +420,7 @@ fn killed_sessions_reopen_consistent(history: &History) {
             .env(CHILD_ROUND, round.to_string())
             .env(CHILD_DURABILITY, durability)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(logs.path().join("stderr")).unwrap())
             .spawn()
             .expect("the child starts");
         let mut lines =
@@ -446,7 +448,8 @@ fn killed_sessions_reopen_consistent(history: &History) {
         let context = format!("seed {seed} round {round} (killed after {kill_after} lines)");
         assert!(
             seen >= kill_after,
-            "{context}: the child stopped early ({status})"
+            "{context}: the child stopped early ({status}): {}",
+            std::fs::read_to_string(logs.path().join("stderr")).unwrap_or_default()
         );
 
         let mut rt = open(
@@ -466,6 +469,10 @@ fn killed_sessions_reopen_consistent(history: &History) {
             check(&prepared.request, &facts, &context),
             summary(round + 1, steps_seen),
         );
+        if (round + 1) % 100 == 0 {
+            // Progress of a long run (`cargo xtask stress`), in the same form as the end.
+            eprintln!("{}", summary(round + 1, steps_seen)(&totals));
+        }
         // Not committed: the next child sees exactly what the store holds.
         rt.abandon(prepared);
         drop(rt);
