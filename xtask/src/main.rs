@@ -4,6 +4,7 @@
 //!   with `INSTA_UPDATE=no` (the tidy checks are ordinary tests in this crate).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
+//! - `cargo xtask fuzz [--time S] [TARGET…]`: the cargo-fuzz targets in `fuzz/`, S seconds each.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm) into the git-ignored `.tools/`.
 
@@ -11,6 +12,7 @@
 
 use std::process::{Command, ExitCode};
 
+mod fuzz;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -20,8 +22,11 @@ fn main() -> ExitCode {
         Some("test") => tools().and_then(|()| test()),
         Some("tools") => tools(),
         Some("bench") => bench(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools");
+            eprintln!(
+                "usage: cargo xtask ci | test | bench [FILTER] | fuzz [--time S] [TARGET…] | tools"
+            );
             return ExitCode::from(2);
         }
     };
