@@ -6,6 +6,7 @@
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
 //! - `cargo xtask search-eval`: tool search quality on the MCP corpus (hit@1, hit@5, MRR).
+//! - `cargo xtask fuzz [--time S] [TARGET…]`: the cargo-fuzz targets in `fuzz/`, S seconds each.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
 //!   `.tools/venv`) into the git-ignored `.tools/`.
@@ -15,6 +16,7 @@
 
 use std::process::{Command, ExitCode};
 
+mod fuzz;
 mod guards;
 mod search_eval;
 mod stress;
@@ -29,9 +31,10 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("search-eval") => search_eval::run(&args[1..]),
         Some("stress") => stress::stress(&args[1..]),
+        Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | test | bench [FILTER] | tools | search-eval | stress [--kills N]"
+                "usage: cargo xtask ci | test | bench [FILTER] | tools | search-eval | stress [--kills N] | fuzz [--time S] [TARGET…]"
             );
             return ExitCode::from(2);
         }

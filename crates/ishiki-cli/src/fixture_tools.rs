@@ -148,6 +148,13 @@ impl Tool for FixtureTool {
             "large_text" => {
                 let lines = input.get("lines").and_then(Value::as_u64).unwrap_or(0);
                 let width = input.get("width").and_then(Value::as_u64);
+                // Model-controlled sizes: refuse before allocating anything large.
+                let size = large_text_size(lines, width);
+                if size > LARGE_TEXT_MAX_BYTES {
+                    return Err(ToolError::new(format!(
+                        "large_text would produce about {size} bytes, over the fixture's limit of {LARGE_TEXT_MAX_BYTES} bytes: ask for fewer lines or a smaller width"
+                    )));
+                }
                 Ok(Value::String(large_text(lines, width)))
             }
             "screenshot" => {
@@ -171,6 +178,16 @@ impl Tool for FixtureTool {
             _ => Err(ToolError::new(text("message"))),
         }
     }
+}
+
+/// The most bytes `large_text` produces for one call.
+const LARGE_TEXT_MAX_BYTES: u64 = 64 << 20;
+
+/// An upper bound of the bytes `large_text(lines, width)` produces: each line is at most
+/// `max(width, 32)` characters plus its newline.
+fn large_text_size(lines: u64, width: Option<u64>) -> u64 {
+    let per_line = width.unwrap_or(0).max(32).saturating_add(1);
+    lines.saturating_mul(per_line)
 }
 
 /// `lines` lines of generated text; with `width`, each line is padded to that many characters.

@@ -12,8 +12,34 @@ use crate::transcript::{
     Attachment, CatalogEntry, Event, Media, Message, Part, RequestEvent, ToolResultEvent,
 };
 
-/// Renders one event, ending with a newline.
+/// Renders one event, ending with a newline. Control characters other than newline and tab
+/// (a tool's output may carry terminal escape sequences) are shown escaped, as `\u{1b}`, so
+/// printing a transcript never drives the terminal (issue 13).
 pub fn render_event(event: &Event) -> String {
+    escape_controls(&render_raw(event))
+}
+
+/// Every control character but `\n` and `\t` as a visible `\u{…}` escape.
+fn escape_controls(text: &str) -> String {
+    if !text.chars().any(is_unsafe_control) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_unsafe_control(c) {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn is_unsafe_control(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+fn render_raw(event: &Event) -> String {
     let mut out = String::new();
     match event {
         Event::Inbound(e) => {
@@ -177,6 +203,20 @@ mod tests {
         let text = render(&sample_events());
         assert!(!text.contains("iVBORw0KGgo="), "base64 leaked:\n{text}");
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn pretty_output_shows_terminal_escapes_from_tool_output_escaped() {
+        let event = Event::Error(crate::transcript::ErrorEvent {
+            code: "tool".to_owned(),
+            message: "red \u{1b}[31mtext\u{1b}[0m, bell \u{7}, csi \u{9b}2J\tand a tab".to_owned(),
+        });
+        let text = render_event(&event);
+        assert!(!text.chars().any(is_unsafe_control), "{text:?}");
+        assert_eq!(
+            text,
+            "── error tool ──\n  red \\u{1b}[31mtext\\u{1b}[0m, bell \\u{7}, csi \\u{9b}2J\tand a tab\n"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod chat;
 mod errors;
 mod examples;
+mod limits;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
