@@ -51,6 +51,58 @@ pub(crate) fn check_alone() -> Result<(), String> {
     Ok(())
 }
 
+/// Features `cargo xtask ci` leaves out of its workspace build, with the reason. The rest of
+/// every crate's features are built and tested (`ci_features`).
+const NOT_IN_CI: &[(&str, &str, &str)] = &[(
+    "ishiki-toolsearch",
+    "semantic",
+    "candle-core pulls in ~120 crates (about 17 minutes on 2 cores under load) and the model \
+     weights; build it with `cargo test -p ishiki-toolsearch --features semantic` after \
+     `cargo xtask tools --model`",
+)];
+
+/// The names under a manifest's `[features]` table, `default` excepted.
+fn feature_names(manifest: &str) -> Vec<String> {
+    let mut in_features = false;
+    let mut names = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_features = line == "[features]";
+            continue;
+        }
+        if !in_features || line.starts_with('#') {
+            continue;
+        }
+        if let Some((name, _)) = line.split_once('=') {
+            let name = name.trim();
+            if !name.is_empty() && name != "default" {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// `--features crate/feature,…`: every feature of every workspace crate but those
+/// [`NOT_IN_CI`] names, so CI builds what `--all-features` would, minus those.
+pub(crate) fn ci_features() -> String {
+    let root = workspace_root();
+    let mut all = Vec::new();
+    for name in library_crates(&root) {
+        let manifest = std::fs::read_to_string(root.join("crates").join(&name).join("Cargo.toml"))
+            .unwrap_or_default();
+        for feature in feature_names(&manifest) {
+            if !NOT_IN_CI
+                .iter()
+                .any(|(c, f, _)| *c == name && *f == feature)
+            {
+                all.push(format!("{name}/{feature}"));
+            }
+        }
+    }
+    all.join(",")
+}
+
 /// Every publishable crate packages (manifest, readme, license files, path dependencies with
 /// versions). `--no-verify`: building the packaged sources again would double CI's build time,
 /// and `check_alone` already builds each crate by itself.
@@ -70,6 +122,19 @@ pub(crate) fn package() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::has_default_features;
+
+    #[test]
+    fn feature_names_skip_default_and_comments() {
+        let manifest = "[package]\nname = \"x\"\n[features]\ndefault = []\n# why\nhttp = [\"dep:r\"]\nsemantic = []\n[dependencies]\nr = \"1\"\n";
+        assert_eq!(super::feature_names(manifest), ["http", "semantic"]);
+    }
+
+    #[test]
+    fn ci_builds_every_feature_but_the_listed_ones() {
+        let features = super::ci_features();
+        assert!(features.contains("ishiki-resources/http"), "{features}");
+        assert!(!features.contains("semantic"), "{features}");
+    }
 
     #[test]
     fn default_features_are_read_from_the_manifest() {

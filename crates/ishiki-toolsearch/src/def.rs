@@ -129,6 +129,11 @@ pub struct Hit {
     /// BM25F relevance. Hits come in rank order; an exact name match or a `select:` hit ranks
     /// first whatever its score.
     pub score: f64,
+    /// Why it matched: the index terms (lower-cased, stemmed: `creat` for "create") of the
+    /// query, its typo corrections or expansions that the tool's text contains; empty for
+    /// `select:` and for a hit found by meaning alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matched: Vec<String>,
 }
 
 /// The longest short description, in characters, before it is cut with `…`.

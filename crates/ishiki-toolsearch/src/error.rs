@@ -12,6 +12,8 @@ pub enum ErrorKind {
     InvalidDefinition,
     /// Two definitions in one list share a name.
     DuplicateName,
+    /// The embedding model of the semantic reranker could not be loaded or run.
+    Model,
 }
 
 /// An error from parsing or checking tool definitions.

@@ -11,7 +11,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use serde_json::Value;
 
 use crate::def::{Hit, ToolDef, short_description};
-use crate::text::{Kind, query_groups, terms};
+use crate::text::{Kind, QueryGroup, query_groups, terms};
 
 const FIELDS: usize = 4;
 const NAME: usize = 0;
@@ -89,11 +89,17 @@ struct Doc {
 #[derive(Debug, Clone, Default)]
 pub struct ToolIndex {
     terms: HashMap<String, u32, FastHash>,
+    /// Term text by id.
+    term_names: Vec<Box<str>>,
     postings: Vec<Vec<Posting>>,
     docs: Vec<Doc>,
     len_sum: [u64; FIELDS],
     by_name: HashMap<String, u32, FastHash>,
     by_lower_name: HashMap<String, u32, FastHash>,
+    /// Typo tolerance: every plain word of the vocabulary (letters only, at least
+    /// [`TYPO_MIN_LEN`] long) under each of its one-letter deletions, so a query word one
+    /// edit away finds it (symmetric deletion).
+    deletions: HashMap<Box<str>, Vec<u32>, FastHash>,
     /// Reused while indexing one tool: (term, field) of every word.
     scratch: Vec<(u32, usize)>,
 }
@@ -132,6 +138,12 @@ impl ToolIndex {
                         let id = self.postings.len() as u32;
                         self.terms.insert(term.to_owned(), id);
                         self.postings.push(Vec::new());
+                        self.term_names.push(term.into());
+                        if typo_candidate(term) {
+                            for_each_deletion(term, |d| {
+                                self.deletions.entry(d.into()).or_default().push(id);
+                            });
+                        }
                         id
                     }
                 };
@@ -203,7 +215,7 @@ impl ToolIndex {
                 if let Some(doc) = self.lookup(name)
                     && !hits.iter().any(|h| h.name == self.docs[doc as usize].name)
                 {
-                    hits.push(self.hit(doc, 0.0));
+                    hits.push(self.hit(doc, 0.0, Vec::new()));
                 }
             }
             return hits;
@@ -212,7 +224,7 @@ impl ToolIndex {
             return Vec::new();
         }
         let exact = self.lookup(query);
-        let (scores, mut ranked) = self.score(query);
+        let (scores, mut ranked, groups) = self.score(query);
         let order = |a: &u32, b: &u32| {
             scores[*b as usize]
                 .total_cmp(&scores[*a as usize])
@@ -234,9 +246,13 @@ impl ToolIndex {
         ranked.sort_unstable_by(order);
         let mut hits = Vec::with_capacity(k);
         if let Some(exact) = exact {
-            hits.push(self.hit(exact, scores[exact as usize]));
+            hits.push(self.hit(exact, scores[exact as usize], self.matched(exact, &groups)));
         }
-        hits.extend(ranked.iter().map(|&d| self.hit(d, scores[d as usize])));
+        hits.extend(
+            ranked
+                .iter()
+                .map(|&d| self.hit(d, scores[d as usize], self.matched(d, &groups))),
+        );
         hits
     }
 
@@ -247,18 +263,47 @@ impl ToolIndex {
             .copied()
     }
 
-    fn hit(&self, doc: u32, score: f64) -> Hit {
+    /// The hit for the tool inserted `position`-th (from 0), with `score`.
+    #[cfg(feature = "semantic")]
+    pub(crate) fn hit_by_position(&self, position: usize, score: f64) -> Hit {
+        self.hit(position as u32, score, Vec::new())
+    }
+
+    fn hit(&self, doc: u32, score: f64, matched: Vec<String>) -> Hit {
         let doc = &self.docs[doc as usize];
         Hit {
             name: doc.name.clone(),
             description: doc.short.clone(),
             score,
+            matched,
         }
+    }
+
+    /// The best member of each query group that `doc` contains, in query order.
+    fn matched(&self, doc: u32, groups: &[QueryGroup]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for group in groups {
+            let mut members: Vec<&(String, f64)> = group.iter().collect();
+            members.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let found = members.into_iter().find(|(term, _)| {
+                self.terms.get(term).is_some_and(|&id| {
+                    self.postings[id as usize]
+                        .binary_search_by_key(&doc, |p| p.doc)
+                        .is_ok()
+                })
+            });
+            if let Some((term, _)) = found
+                && !out.contains(term)
+            {
+                out.push(term.clone());
+            }
+        }
+        out
     }
 
     /// BM25F scores of every document (dense, zero when untouched) and the touched documents.
     /// Each query group contributes its best-scoring member per document.
-    fn score(&self, query: &str) -> (Vec<f64>, Vec<u32>) {
+    fn score(&self, query: &str) -> (Vec<f64>, Vec<u32>, Vec<QueryGroup>) {
         let n = self.docs.len();
         let mut scores = vec![0.0f64; n];
         let mut touched: Vec<u32> = Vec::new();
@@ -269,8 +314,12 @@ impl ToolIndex {
         for (inv, sum) in inv_avg.iter_mut().zip(self.len_sum) {
             *inv = if sum == 0 { 0.0 } else { n_f / sum as f64 };
         }
-        for group in query_groups(query) {
-            for (term, weight) in &group {
+        let mut groups = query_groups(query);
+        for group in &mut groups {
+            self.add_corrections(group);
+        }
+        for group in &groups {
+            for (term, weight) in group {
                 let Some(&id) = self.terms.get(term) else {
                     continue;
                 };
@@ -305,8 +354,103 @@ impl ToolIndex {
                 best[d as usize] = 0.0;
             }
         }
-        (scores, touched)
+        (scores, touched, groups)
     }
+}
+
+impl ToolIndex {
+    /// When the typed word of a group is not in the vocabulary, adds the vocabulary words one
+    /// edit away (two for long words) at [`TYPO_WEIGHT`]: `screeshot` finds `screenshot`,
+    /// `kuberntes` finds `kubernetes`.
+    fn add_corrections(&self, group: &mut Vec<(String, f64)>) {
+        let Some((typed, weight)) = group.first().cloned() else {
+            return;
+        };
+        if weight < 1.0 || self.terms.contains_key(&typed) || !typo_candidate(&typed) {
+            return;
+        }
+        let max = if typed.len() >= 8 { 2 } else { 1 };
+        let mut found: Vec<u32> = Vec::new();
+        let mut consider = |ids: Option<&Vec<u32>>| {
+            for &id in ids.into_iter().flatten() {
+                if !found.contains(&id) {
+                    found.push(id);
+                }
+            }
+        };
+        // A vocabulary word with one letter more than the typed one, or the same deletion.
+        consider(self.deletions.get(typed.as_str()));
+        for_each_deletion(&typed, |d| {
+            consider(self.deletions.get(d));
+            if let Some(&id) = self.terms.get(d) {
+                consider(Some(&vec![id]));
+            }
+        });
+        for id in found {
+            let word = &self.term_names[id as usize];
+            if osa_distance(&typed, word, max) <= max && !group.iter().any(|(t, _)| **t == **word) {
+                group.push((word.to_string(), TYPO_WEIGHT * weight));
+            }
+        }
+    }
+}
+
+/// Weight of a vocabulary word found by typo tolerance, against 1 for a word typed.
+const TYPO_WEIGHT: f64 = 0.8;
+/// Words shorter than this are not corrected: `pr`, `k8s`, `ls` are words of their own.
+const TYPO_MIN_LEN: usize = 4;
+
+fn typo_candidate(term: &str) -> bool {
+    term.len() >= TYPO_MIN_LEN && term.len() <= 24 && term.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+/// Calls `f` with each distinct string made by deleting one byte of an ASCII `word`.
+fn for_each_deletion(word: &str, mut f: impl FnMut(&str)) {
+    let mut buf = String::with_capacity(word.len());
+    let bytes = word.as_bytes();
+    for i in 0..bytes.len() {
+        // Deleting either letter of a double gives the same string: skip the repeat.
+        if i > 0 && bytes[i] == bytes[i - 1] {
+            continue;
+        }
+        buf.clear();
+        buf.push_str(&word[..i]);
+        buf.push_str(&word[i + 1..]);
+        f(&buf);
+    }
+}
+
+/// Optimal string alignment distance (edits: insert, delete, substitute, swap two adjacent
+/// letters) between ASCII words, or `max + 1` once it must exceed `max`.
+fn osa_distance(a: &str, b: &str, max: usize) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len().abs_diff(b.len()) > max {
+        return max + 1;
+    }
+    let width = b.len() + 1;
+    let mut rows = vec![0usize; width * (a.len() + 1)];
+    for (j, cell) in rows.iter_mut().enumerate().take(width) {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        rows[i * width] = i;
+        let mut row_min = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (rows[(i - 1) * width + j] + 1)
+                .min(rows[i * width + j - 1] + 1)
+                .min(rows[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(rows[(i - 2) * width + j - 2] + 1);
+            }
+            rows[i * width + j] = d;
+            row_min = row_min.min(d);
+        }
+        if row_min > max {
+            return max + 1;
+        }
+    }
+    rows[a.len() * width + b.len()]
 }
 
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
@@ -494,5 +638,47 @@ mod tests {
         assert_eq!(resolve_ref(&root, "#/%24defs/a~1b"), Some(&json!({"x": 1})));
         assert_eq!(resolve_ref(&root, "other.json#/x"), None);
         assert_eq!(resolve_ref(&root, "#"), Some(&root));
+    }
+
+    #[test]
+    fn ts6_a_word_one_edit_away_finds_its_tool() {
+        let index = sample();
+        // Deletion, transposition, insertion and substitution of one letter.
+        for query in [
+            "sned an emial",
+            "emal the report",
+            "send an emaill",
+            "writr text",
+        ] {
+            let hits = index.search(query, 3);
+            assert!(!hits.is_empty(), "{query}: no hits");
+            assert!(
+                hits[0].name == "send_email" || hits[0].name == "write_file",
+                "{query}: {:?}",
+                names(&hits)
+            );
+        }
+        assert_eq!(index.search("sned an emial", 1)[0].name, "send_email");
+        // Short words are not corrected: `fle` is not `file`.
+        assert!(index.search("fle", 5).is_empty());
+    }
+
+    #[test]
+    fn osa_distance_counts_adjacent_swaps_as_one_edit() {
+        assert_eq!(osa_distance("email", "emial", 2), 1);
+        assert_eq!(osa_distance("email", "emai", 2), 1);
+        assert_eq!(osa_distance("email", "email", 2), 0);
+        assert_eq!(osa_distance("email", "xxxxx", 1), 2);
+        assert_eq!(osa_distance("kubernetes", "kuberntes", 2), 1);
+    }
+
+    #[test]
+    fn hits_name_the_query_terms_they_contain() {
+        let index = sample();
+        let hits = index.search("send an emial to someone", 5);
+        assert_eq!(hits[0].name, "send_email");
+        assert_eq!(hits[0].matched, ["send", "email"]);
+        let hits = index.search("select:read_file", 5);
+        assert!(hits[0].matched.is_empty());
     }
 }

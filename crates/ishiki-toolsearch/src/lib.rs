@@ -57,6 +57,8 @@ mod delta;
 mod error;
 pub mod eval;
 mod index;
+#[cfg(feature = "semantic")]
+pub mod semantic;
 mod signature;
 mod text;
 mod thesaurus;

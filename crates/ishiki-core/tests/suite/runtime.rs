@@ -842,6 +842,38 @@ async fn ts2_a_hit_becomes_callable_from_the_next_step() {
     );
 }
 
+#[tokio::test]
+async fn retrieval_telemetry_names_the_searches_that_missed_a_called_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let forecast: Arc<dyn Tool> = Arc::new(Echo {
+        name: "weather_forecast",
+        resident: false,
+    });
+    let mut rt = runtime_with(
+        dir.path(),
+        assembly("toolsearch: { enable: true }", "seeing"),
+        vec![forecast],
+    );
+    let (_, reports) = step(
+        &mut rt,
+        calls(vec![
+            call("c1", "search", json!({ "query": "zebra crossing" })),
+            call("c2", "search", json!({ "query": "weather forecast" })),
+        ]),
+    )
+    .await;
+    assert!(report(&reports, "c1").missed_by_search.is_empty());
+    let (_, reports) = step(
+        &mut rt,
+        calls(vec![call("c3", "weather_forecast", json!({ "n": 1 }))]),
+    )
+    .await;
+    let called = report(&reports, "c3");
+    assert!(!called.is_error, "{}", called.text);
+    // The first search did not return the tool the model went on to call; the second did.
+    assert_eq!(called.missed_by_search, ["zebra crossing"]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // SEC-3
 

@@ -4,4 +4,6 @@ mod catalog;
 mod delta;
 mod props;
 mod retrieval;
+#[cfg(feature = "semantic")]
+mod semantic;
 mod signatures;

@@ -5,6 +5,7 @@
 //! on; `queries_holdout.json` was written afterwards and never tuned against, so the gap
 //! between the two shows how much the tuning overfits.
 
+use ishiki_toolsearch::eval::{self, EvalQuery};
 use ishiki_toolsearch::{ToolDef, ToolIndex, parse_definitions};
 use serde::Deserialize;
 
@@ -107,5 +108,56 @@ fn ts6_every_tool_is_found_by_its_exact_name() {
         let hits = index.search(&format!("select:{}", tool.name), 5);
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].name, tool.name);
+    }
+}
+
+/// The MCP corpus: 359 tools as 25 public servers list them, and queries in two halves
+/// (`tune.json`, and `heldout.json`, frozen before any tuning).
+fn mcp_corpus() -> (Vec<ToolDef>, Vec<EvalQuery>, Vec<EvalQuery>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("mcp-catalog"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut tools = Vec::new();
+    for file in files {
+        tools.extend(eval::parse_catalog(&std::fs::read_to_string(file).unwrap()).unwrap());
+    }
+    let half = |name: &str| {
+        let text = std::fs::read_to_string(dir.join(format!("mcp-queries/{name}.json"))).unwrap();
+        eval::parse_queries(&text, &tools).unwrap()
+    };
+    let (tune, heldout) = (half("tune"), half("heldout"));
+    (tools, tune, heldout)
+}
+
+#[test]
+fn ts6_mcp_corpus_lexical_ranking_beats_plain_bm25_on_both_halves() {
+    let (tools, tune, heldout) = mcp_corpus();
+    assert!(tools.len() >= 300, "{} tools", tools.len());
+    let covered: std::collections::HashSet<&str> = tune
+        .iter()
+        .chain(&heldout)
+        .map(|q| q.expect.as_str())
+        .collect();
+    assert_eq!(covered.len(), tools.len(), "a query for every tool");
+    let index = ToolIndex::build(&tools);
+    let bm25 = eval::PlainBm25::build(&tools);
+    for (name, queries) in [("tune", &tune), ("heldout", &heldout)] {
+        let ours = eval::evaluate(queries, |q| {
+            index.search(q, 10).into_iter().map(|h| h.name).collect()
+        });
+        let plain = eval::evaluate(queries, |q| bm25.search(q, 10));
+        println!(
+            "{name}: ishiki {:?}\n{name}: plain bm25 {:?}",
+            ours.overall, plain.overall
+        );
+        assert!(ours.overall.hit5 > plain.overall.hit5, "{name}");
+        assert!(ours.overall.mrr > plain.overall.mrr, "{name}");
+        // Typo tolerance: misspelled queries do about as well as the others.
+        let typo = ours.per_class["typo"];
+        assert!(typo.hit5 >= 0.8, "{name}: typo hit@5 {:.3}", typo.hit5);
     }
 }
