@@ -257,7 +257,7 @@ async fn turn_loop(
             Ok(parsed) => parsed,
             Err(reason) => {
                 // A provider 400 about an image turns that request's images terminal.
-                runtime.abandon_failed(prepared, &reason);
+                runtime.abandon_failed(prepared, &reason.to_string());
                 writeln!(out, "[step {step}] the model request failed: {reason}").map_err(io)?;
                 return Ok(());
             }
