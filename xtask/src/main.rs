@@ -4,6 +4,8 @@
 //!   with `INSTA_UPDATE=no` (the tidy checks are ordinary tests in this crate).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
+//! - `cargo xtask bench --scale [OPTIONS]`: many conversations per process and one long
+//!   conversation (`scale.rs`).
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
 //!   `.tools/venv`) into the git-ignored `.tools/`.
@@ -12,6 +14,7 @@
 
 use std::process::{Command, ExitCode};
 
+mod scale;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -20,9 +23,12 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("test") => tools().and_then(|()| test()),
         Some("tools") => tools(),
+        Some("bench") if args.get(1).is_some_and(|a| a == "--scale") => scale::scale(&args[2..]),
         Some("bench") => bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask ci | test | bench [FILTER] | tools");
+            eprintln!(
+                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools"
+            );
             return ExitCode::from(2);
         }
     };

@@ -31,6 +31,8 @@ pub struct ChatOptions {
     pub max_steps: u32,
     /// How codemode workers start.
     pub worker: WorkerSpawn,
+    /// Artifacts and assets in object storage (`s3://bucket/prefix`), not the state directory.
+    pub objects: Option<String>,
 }
 
 /// Runs a chat session until standard input ends.
@@ -125,7 +127,15 @@ fn run_inner(
         .enable_all()
         .build()
         .map_err(|e| failed(&e))?;
-    let mut runtime = Runtime::builder(assembly, &options.state)
+    let mut builder = Runtime::builder(assembly, &options.state);
+    if let Some(location) = &options.objects {
+        let objects = ishiki_objects::Objects::open(location)
+            .map_err(|e| (Exit::Invalid, format!("--objects: {e}")))?;
+        builder = builder
+            .artifacts(Arc::new(objects.artifacts()))
+            .assets(Arc::new(objects.assets()));
+    }
+    let mut runtime = builder
         .workspace_root(&workspace)
         .clock(Arc::new(SystemClock))
         .codemode_worker(options.worker.clone())

@@ -45,6 +45,11 @@ enum Command {
         /// At most this many model requests per user message.
         #[arg(long, default_value_t = 25)]
         max_steps: u32,
+        /// Keep artifacts and assets in object storage instead of the state directory:
+        /// `s3://bucket/prefix` (credentials and endpoint from the `AWS_*` environment) or
+        /// `file:///dir`.
+        #[arg(long, value_name = "URL")]
+        objects: Option<String>,
     },
 }
 
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
             state,
             workspace,
             max_steps,
+            objects,
         } => {
             let options = ChatOptions {
                 profile,
@@ -116,6 +122,7 @@ fn main() -> ExitCode {
                 workspace,
                 max_steps,
                 worker: WorkerSpawn::CurrentExe,
+                objects,
             };
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();

@@ -20,8 +20,8 @@ use ishiki_projection::{
     ProjectionInput, SourceLink, Verdict,
 };
 use ishiki_resources::{
-    AssetStore, DiskArtifactStore, FileScheme, LocalScheme, ResourceCenter, SchemeHandler,
-    WorkspaceScheme,
+    ArtifactScheme, ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore,
+    FileScheme, LocalScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
 };
 use ishiki_toolsearch::{Catalog, CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
@@ -93,6 +93,9 @@ pub struct RuntimeBuilder {
     durability: Durability,
     budget: Budget,
     codemode_limits: Option<Limits>,
+    artifacts: Option<Arc<dyn ArtifactStore>>,
+    assets: Option<Arc<dyn AssetStore>>,
+    sandbox: Option<Sandbox>,
 }
 
 impl RuntimeBuilder {
@@ -167,6 +170,27 @@ impl RuntimeBuilder {
     /// The outlet's display budget (default: 2000 lines, 30,000 UTF-16 units).
     pub fn budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// Where artifacts live (default: `<state>/artifacts` on disk). Stores are shared: many
+    /// runtimes may use one, e.g. an object store (`ishiki-objects`).
+    pub fn artifacts(mut self, store: Arc<dyn ArtifactStore>) -> Self {
+        self.artifacts = Some(store);
+        self
+    }
+
+    /// Where inbound assets live (default: `<state>/assets` on disk).
+    pub fn assets(mut self, store: Arc<dyn AssetStore>) -> Self {
+        self.assets = Some(store);
+        self
+    }
+
+    /// Runs codemode programs in this sandbox (its worker pool is shared by every runtime
+    /// given a clone) instead of starting a pool of its own; the builder's worker and limits
+    /// settings are then unused. Many conversations per process share one pool this way.
+    pub fn codemode_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = Some(sandbox);
         self
     }
 
@@ -261,7 +285,10 @@ pub struct Runtime {
     tools: Vec<(ToolDef, Arc<dyn Tool>)>,
     validators: HashMap<String, Arc<jsonschema::Validator>>,
     sandbox: Option<Sandbox>,
-    store: Box<dyn HistoryStore>,
+    /// Behind a mutex only so that `Runtime` is `Sync` (stores need only be `Send`), which lets
+    /// `execute` run in a task on a multi-threaded executor; every use has `&mut self`, so the
+    /// lock is never contended (`get_mut`).
+    store: Mutex<Box<dyn HistoryStore>>,
     history: Vec<Entry>,
     records: Vec<AttachmentRecord>,
     not_downloaded: BTreeMap<String, String>,
@@ -291,16 +318,27 @@ impl Runtime {
             durability: Durability::Full,
             budget: Budget::default(),
             codemode_limits: None,
+            artifacts: None,
+            assets: None,
+            sandbox: None,
         }
     }
 
     fn open(b: RuntimeBuilder) -> Result<Self, RuntimeError> {
         let dir = &b.state_dir;
         std::fs::create_dir_all(dir).map_err(|e| err("cannot create the state directory")(&e))?;
-        let artifacts = Arc::new(
-            DiskArtifactStore::open(dir.join("artifacts")).map_err(|e| err("artifacts")(&e))?,
-        );
-        let assets = Arc::new(AssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?);
+        let artifacts: Arc<dyn ArtifactStore> = match b.artifacts.clone() {
+            Some(store) => store,
+            None => Arc::new(
+                DiskArtifactStore::open(dir.join("artifacts")).map_err(|e| err("artifacts")(&e))?,
+            ),
+        };
+        let assets: Arc<dyn AssetStore> = match b.assets.clone() {
+            Some(store) => store,
+            None => {
+                Arc::new(DiskAssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?)
+            }
+        };
         let workspace_root = b
             .workspace_root
             .clone()
@@ -311,8 +349,8 @@ impl Runtime {
             Arc::new(WorkspaceScheme::new(&workspace_root).map_err(|e| err("workspace")(&e))?);
         let center = ResourceCenter::new();
         center.register_file_scheme(workspace.clone());
-        center.register_file_scheme(artifacts.clone());
-        center.register_file_scheme(assets.clone());
+        center.register_file_scheme(Arc::new(ArtifactScheme(artifacts.clone())));
+        center.register_file_scheme(Arc::new(AssetScheme(assets.clone())));
         if !b.local_roots.is_empty() {
             center.register_file_scheme(Arc::new(LocalScheme::new(b.local_roots.clone())));
         }
@@ -438,7 +476,11 @@ impl Runtime {
             .map_err(|e| err("the stored pending calls are unreadable")(&e))?
             .unwrap_or_default();
 
-        let sandbox = if shared.assembly.profile.codemode.enable {
+        let sandbox = if !shared.assembly.profile.codemode.enable {
+            None
+        } else if let Some(sandbox) = b.sandbox {
+            Some(sandbox)
+        } else {
             let mut config = SandboxConfig {
                 worker: b.worker,
                 ..SandboxConfig::default()
@@ -447,8 +489,6 @@ impl Runtime {
                 config.limits = limits;
             }
             Some(Sandbox::new(config))
-        } else {
-            None
         };
 
         let mut runtime = Self {
@@ -457,7 +497,7 @@ impl Runtime {
             tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
             validators,
             sandbox,
-            store: Box::new(store),
+            store: Mutex::new(Box::new(store)),
             history,
             records,
             not_downloaded,
@@ -497,7 +537,7 @@ impl Runtime {
         let mut batch = Batch::default();
         batch.messages.push(stored_message(&message)?);
         batch.meta.push(("pending_calls".to_owned(), json!([])));
-        self.store
+        self.store_mut()
             .commit(&batch)
             .map_err(|e| err("cannot store the interrupted results")(&e))?;
         self.history.push(Entry {
@@ -505,6 +545,13 @@ impl Runtime {
             withdrawn: false,
         });
         Ok(())
+    }
+
+    fn store_mut(&mut self) -> &mut dyn HistoryStore {
+        &mut **self
+            .store
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The resource center (to register more handlers at run time, RES-2).
@@ -518,7 +565,7 @@ impl Runtime {
     }
 
     /// The asset store (inbound media, cleanup).
-    pub fn assets(&self) -> &Arc<AssetStore> {
+    pub fn assets(&self) -> &Arc<dyn AssetStore> {
         &self.shared.assets
     }
 
@@ -676,7 +723,7 @@ impl Runtime {
                 .push(stored_record(&record, not_downloaded)?);
             new_records.push(record);
         }
-        self.store
+        self.store_mut()
             .commit(&batch)
             .map_err(|e| err("cannot store the message")(&e))?;
         self.history.push(Entry {
@@ -702,6 +749,8 @@ impl Runtime {
             ..Batch::default()
         };
         self.store
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .commit(&batch)
             .map_err(|e| err("cannot store the withdrawal")(&e))?;
         entry.withdrawn = true;
@@ -761,7 +810,6 @@ impl Runtime {
 
     fn load_media(&self, url: &str) -> Result<Vec<u8>, String> {
         if url.starts_with("artifact:") {
-            use ishiki_resources::ArtifactStore as _;
             self.shared.artifacts.get(url).map_err(|e| e.to_string())
         } else if url.starts_with("asset:") {
             self.shared.assets.get(url).map_err(|e| e.to_string())
@@ -1055,7 +1103,7 @@ impl Runtime {
         batch
             .meta
             .push(("pending_calls".to_owned(), to_json(&planned)?));
-        self.store
+        self.store_mut()
             .commit(&batch)
             .map_err(|e| err("cannot store the response")(&e))?;
         self.step = step;
@@ -1122,7 +1170,7 @@ impl Runtime {
             announced: self.announced.clone(),
         })?);
         batch.meta.push(("pending_calls".to_owned(), json!([])));
-        self.store
+        self.store_mut()
             .commit(&batch)
             .map_err(|e| err("cannot store the tool results")(&e))?;
         self.history.push(Entry {

@@ -30,6 +30,15 @@ pub trait HistoryStore: Send + fmt::Debug {
 
     /// Applies `batch` in one transaction: all of it, or (on error) none of it.
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
+
+    /// The messages committed after the first `after` ones, in commit order with their
+    /// withdrawn flags: what a reader that already holds the first `after` needs, without
+    /// reading (and decoding) the whole history again. The default loads everything and skips;
+    /// stores that can read a range override it.
+    fn load_messages_since(&self, after: usize) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
+        let mut messages = self.load()?.messages;
+        Ok(messages.split_off(after.min(messages.len())))
+    }
 }
 
 /// One atomic change. Messages and attachment records are append-only: an id may be stored
@@ -392,6 +401,33 @@ impl HistoryStore for SqliteStore {
 
         tx.commit().map_err(db_error)?;
         Ok(state)
+    }
+
+    fn load_messages_since(&self, after: usize) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
+        // Skipping rows in the primary-key order reads none of the skipped JSON.
+        let offset = i64::try_from(after).unwrap_or(i64::MAX);
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT id, json, withdrawn FROM messages ORDER BY seq LIMIT -1 OFFSET ?1",
+            )
+            .map_err(db_error)?;
+        let rows = statement
+            .query_map([offset], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(db_error)?;
+        let mut messages = Vec::new();
+        for row in rows {
+            let (id, json, withdrawn) = row.map_err(db_error)?;
+            let json = from_text("message", &id, &json)?;
+            messages.push((StoredMessage { id, json }, withdrawn != 0));
+        }
+        Ok(messages)
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {

@@ -3,6 +3,7 @@
 mod assembly;
 mod crash;
 mod runtime;
+mod scale;
 mod store;
 mod text_protocol;
 
