@@ -106,16 +106,22 @@ fn response(step: u64) -> ModelResponse {
         }],
     };
     match step % 5 {
-        1 => call("read", json!({ "url": "workspace:///notes.txt" })),
+        1 => call(
+            "read",
+            json!({ "url": "workspace:///home/workspace/notes.txt" }),
+        ),
         2 => call(
             "codemode",
-            json!({ "code": "const r = await tools.read({ url: 'workspace:///notes.txt' }); return JSON.stringify(r).length;" }),
+            json!({ "code": "const r = await tools.read({ url: 'workspace:///home/workspace/notes.txt' }); return JSON.stringify(r).length;" }),
         ),
         3 => call(
             "send_message",
             json!({ "messages": [format!("progress {step}")] }),
         ),
-        4 => call("read", json!({ "url": "workspace:///notes.txt?lines=2-3" })),
+        4 => call(
+            "read",
+            json!({ "url": "workspace:///home/workspace/notes.txt?lines=2-3" }),
+        ),
         _ => ModelResponse {
             text: Some(format!("answer {step}")),
             calls: Vec::new(),
@@ -145,7 +151,7 @@ fn open(options: &Options, sandbox: Option<&Sandbox>, base: &Path) -> Conversati
     let runtime = builder.build().expect("runtime");
     runtime
         .workspace()
-        .write("notes.txt", b"one\ntwo\nthree\nfour\n")
+        .write("/home/workspace/notes.txt", b"one\ntwo\nthree\nfour\n")
         .expect("fixture");
     Conversation { runtime, _dir: dir }
 }
