@@ -1,11 +1,13 @@
 //! `cargo xtask`: the project's checks as one binary (matklad's cargo-xtask pattern).
 //!
-//! - `cargo xtask ci`: fmt check, clippy with `-D warnings`, docs with `-D warnings`, every test
-//!   with `INSTA_UPDATE=no` (the tidy checks are ordinary tests in this crate).
+//! - `cargo xtask ci`: fmt check, clippy with `-D warnings`, docs with `-D warnings`, every
+//!   library crate checked alone (default features and none), packaging, every test with
+//!   `INSTA_UPDATE=no` (the tidy checks, layering and export snapshots are ordinary tests here).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
 //! - `cargo xtask bench --scale [OPTIONS]`: many conversations per process and one long
 //!   conversation (`scale.rs`).
+//! - `cargo xtask search-eval`: tool search quality on the MCP corpus (hit@1, hit@5, MRR).
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
 //!   `.tools/venv`) into the git-ignored `.tools/`.
@@ -14,7 +16,9 @@
 
 use std::process::{Command, ExitCode};
 
+mod guards;
 mod scale;
+mod search_eval;
 mod tidy;
 
 fn main() -> ExitCode {
@@ -25,9 +29,10 @@ fn main() -> ExitCode {
         Some("tools") => tools(),
         Some("bench") if args.get(1).is_some_and(|a| a == "--scale") => scale::scale(&args[2..]),
         Some("bench") => bench(&args[1..]),
+        Some("search-eval") => search_eval::run(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools"
+                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools | search-eval"
             );
             return ExitCode::from(2);
         }
@@ -39,6 +44,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The workspace root (xtask lives one level below it).
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
@@ -74,6 +87,8 @@ fn ci() -> Result<(), String> {
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
+    guards::check_alone()?;
+    guards::package()?;
     tools()?;
     test()
 }
@@ -95,11 +110,7 @@ const MOTO: &str = "moto[server]==5.2.5";
 /// moto's standalone S3 server into `.tools/venv` (a virtual environment, so the system's
 /// Python stays untouched); a marker file names the installed pin.
 fn python_tools() -> Result<(), String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or_default();
-    let venv = root.join(".tools/venv");
+    let venv = workspace_root().join(".tools/venv");
     let marker = venv.join(format!(".installed-{MOTO}"));
     if venv.join("bin/moto_server").is_file() && marker.is_file() {
         return Ok(());
@@ -135,11 +146,7 @@ fn python_tools() -> Result<(), String> {
 
 /// Installs the pinned npm peers into `.tools/` unless the same version is already there.
 fn npm_tools() -> Result<(), String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or_default();
-    let dir = root.join(".tools");
+    let dir = workspace_root().join(".tools");
     let manifest = dir.join("node_modules/@modelcontextprotocol/server-everything/package.json");
     let version = EVERYTHING.rsplit('@').next().unwrap_or_default();
     let installed = std::fs::read_to_string(&manifest)

@@ -1,7 +1,10 @@
 //! Tidy checks that run as ordinary tests, so a green `cargo test` predicts a green CI.
 //!
 //! - every Rust module starts with a `//!` doc comment;
-//! - no test is ignored or expected to panic (a panic is never the contract).
+//! - no test is ignored or expected to panic (a panic is never the contract);
+//! - the crate layering of ARCHITECTURE.md holds in every `Cargo.toml`;
+//! - each library crate's root exports match `xtask/exports/<crate>.txt`, so a new `pub use`
+//!   shows up in review (`UPDATE_EXPORTS=1 cargo test -p xtask` rewrites the files).
 
 #[cfg(test)]
 mod tests {
@@ -73,6 +76,171 @@ mod tests {
         assert!(
             offenders.is_empty(),
             "ignored or should_panic tests: {offenders:#?}"
+        );
+    }
+
+    /// Which `ishiki-*` crates each crate may depend on (normal and build dependencies):
+    /// the capability crates depend on none of each other except outlet → resources; only
+    /// core composes them; the crates on top build on core. A new crate must be added here.
+    const LAYERS: &[(&str, &[&str])] = &[
+        ("ishiki-resources", &[]),
+        ("ishiki-outlet", &["ishiki-resources"]),
+        ("ishiki-projection", &[]),
+        ("ishiki-toolsearch", &[]),
+        ("ishiki-codemode", &[]),
+        ("ishiki-objects", &["ishiki-resources"]),
+        (
+            "ishiki-core",
+            &[
+                "ishiki-resources",
+                "ishiki-outlet",
+                "ishiki-projection",
+                "ishiki-toolsearch",
+                "ishiki-codemode",
+            ],
+        ),
+        ("ishiki-mcp", &["ishiki-core"]),
+        ("ishiki-provider", &["ishiki-core"]),
+        ("ishiki-postgres", &["ishiki-core"]),
+        (
+            "ishiki-cli",
+            &[
+                "ishiki-core",
+                "ishiki-mcp",
+                "ishiki-provider",
+                "ishiki-resources",
+                "ishiki-toolsearch",
+                "ishiki-postgres",
+                "ishiki-objects",
+            ],
+        ),
+    ];
+
+    /// The `ishiki-*` names in a manifest's normal and build dependency tables.
+    fn internal_dependencies(manifest: &str) -> Vec<String> {
+        let mut section = String::new();
+        let mut found = Vec::new();
+        for line in manifest.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line.to_owned();
+                continue;
+            }
+            let normal = section == "[dependencies]"
+                || section == "[build-dependencies]"
+                || (section.starts_with("[target.")
+                    && (section.ends_with(".dependencies]")
+                        || section.ends_with(".build-dependencies]")));
+            if let Some(name) = line.split(['=', '.', ' ']).next()
+                && normal
+                && name.starts_with("ishiki-")
+            {
+                found.push(name.to_owned());
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn crate_layering_holds() {
+        let root = workspace_root();
+        let mut problems = Vec::new();
+        for entry in std::fs::read_dir(root.join("crates"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Ok(manifest) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else {
+                continue;
+            };
+            let Some((_, allowed)) = LAYERS.iter().find(|(crate_name, _)| *crate_name == name)
+            else {
+                problems.push(format!("{name} is not in xtask's layering table"));
+                continue;
+            };
+            for dep in internal_dependencies(&manifest) {
+                if !allowed.contains(&dep.as_str()) {
+                    problems.push(format!("{name} must not depend on {dep}"));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "layering broken: {problems:#?}");
+    }
+
+    #[test]
+    fn layering_parser_sees_every_dependency_table() {
+        let manifest = "[package]\nname = \"x\"\n[dependencies]\nishiki-core.workspace = true\n\
+            [dev-dependencies]\nishiki-cli = { path = \"../c\" }\n\
+            [target.'cfg(unix)'.dependencies]\nishiki-mcp = { path = \"../m\" }\n";
+        assert_eq!(
+            internal_dependencies(manifest),
+            ["ishiki-core", "ishiki-mcp"]
+        );
+    }
+
+    /// A crate root's public items, one per line: `pub use`, `pub mod`, and public items
+    /// declared at the root, multi-line `pub use` lists folded onto one line.
+    fn root_exports(lib_rs: &str) -> String {
+        let mut out = Vec::new();
+        let mut pending: Option<String> = None;
+        for line in lib_rs.lines() {
+            if let Some(mut acc) = pending.take() {
+                acc.push(' ');
+                acc.push_str(line.trim());
+                if line.contains(';') {
+                    out.push(acc);
+                } else {
+                    pending = Some(acc);
+                }
+                continue;
+            }
+            if !line.starts_with("pub ") {
+                continue;
+            }
+            if line.starts_with("pub use") {
+                if line.contains(';') {
+                    out.push(line.trim().to_owned());
+                } else {
+                    pending = Some(line.trim().to_owned());
+                }
+            } else {
+                let head = line.split(['{', '(', '=']).next().unwrap_or(line);
+                out.push(head.trim().trim_end_matches(';').to_owned());
+            }
+        }
+        let mut text = out
+            .iter()
+            .map(|l| l.replace("{ ", "{").replace(", }", "}").replace(" }", "}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        text.push('\n');
+        text
+    }
+
+    #[test]
+    fn root_exports_match_their_snapshots() {
+        let root = workspace_root();
+        let update = std::env::var_os("UPDATE_EXPORTS").is_some();
+        let mut changed = Vec::new();
+        for name in crate::guards::library_crates(&root) {
+            let lib = std::fs::read_to_string(root.join("crates").join(&name).join("src/lib.rs"))
+                .unwrap_or_default();
+            let now = root_exports(&lib);
+            let file = root.join("xtask/exports").join(format!("{name}.txt"));
+            let before = std::fs::read_to_string(&file).unwrap_or_default();
+            if before != now {
+                if update {
+                    std::fs::create_dir_all(root.join("xtask/exports")).unwrap_or_default();
+                    std::fs::write(&file, &now).unwrap_or_default();
+                } else {
+                    changed.push(format!("{name}:\n--- committed\n{before}+++ now\n{now}"));
+                }
+            }
+        }
+        assert!(
+            changed.is_empty(),
+            "root exports changed; review, then run `UPDATE_EXPORTS=1 cargo test -p xtask`:\n{}",
+            changed.join("\n")
         );
     }
 }

@@ -1,5 +1,5 @@
 //! The scenario runner's fixture tools, dynamic schemes, scripted vision model and platform
-//! (SCENARIO.md "Fixture tools"). They are real `Tool`s and `SchemeHandler`s: everything below
+//! (docs/scenario-format.md "Fixture tools"). They are real `Tool`s and `SchemeHandler`s: everything below
 //! the scripted model runs the production pipeline.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -17,7 +17,7 @@ use url::Url;
 use crate::fixtures;
 use crate::scenario::ImageSpec;
 
-/// The fixture tool names SCENARIO.md defines.
+/// The fixture tool names docs/scenario-format.md defines.
 pub const FIXTURE_TOOLS: [&str; 6] = [
     "write_file",
     "echo",

@@ -10,7 +10,7 @@
 //! `${…}` syntax. So `${…}` is a reference only when it names an id of the scenario (a call id
 //! or a user message id) or, naming an unknown id, walks into `continue`, `attachments` or
 //! `images` — the fields a reference exists to reach. Anything else (`${tasks.length}`,
-//! `${a + b}`) is left as written. SCENARIO.md has no escape syntax, and none is added here.
+//! `${a + b}`) is left as written. docs/scenario-format.md has no escape syntax, and none is added here.
 
 use std::collections::BTreeSet;
 use std::fmt;

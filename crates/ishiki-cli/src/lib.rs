@@ -1,4 +1,4 @@
-//! `ishiki-cli`: the `ishiki scenario run` runner (SCENARIO.md v1) and its pieces.
+//! `ishiki-cli`: the `ishiki scenario run` runner (docs/scenario-format.md v1) and its pieces.
 //!
 //! * [`scenario`] loads and checks a scenario file; a malformed one yields a
 //!   [`scenario::ScenarioError`] naming the field, line and column (the CLI exits with 2).
@@ -9,6 +9,7 @@
 //! * [`interpolate`] resolves `${c1.continue.url}` references and `{ $continue: c1 }` inputs
 //!   against earlier events.
 //! * [`chat`] is `ishiki chat`: a live session against an OpenAI- or Anthropic-style endpoint.
+//! * [`search_eval`] is `ishiki search-eval`: tool search quality on a user's own catalog.
 //! * [`runner`] drives the real runtime with the scripted model; [`fixture_tools`] holds the
 //!   fixture tools, dynamic `example://` schemes, scripted vision model and recording platform.
 //! * [`transcript`] holds the event types and the JSON Lines writer; [`pretty`] renders the
@@ -49,4 +50,5 @@ pub mod interpolate;
 pub mod pretty;
 pub mod runner;
 pub mod scenario;
+pub mod search_eval;
 pub mod transcript;

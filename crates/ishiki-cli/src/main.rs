@@ -1,5 +1,6 @@
-//! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`
-//! and `ishiki chat --profile P --models M [--state DIR]`.
+//! The `ishiki` binary: `ishiki scenario run FILE [--state DIR] [--no-data] [--format pretty]`,
+//! `ishiki chat --profile P --models M [--state DIR]`, `ishiki doctor` and
+//! `ishiki search-eval --catalog tools.json --queries q.json`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use ishiki_cli::chat::{self, ChatOptions};
 use ishiki_cli::runner::{self, RunOptions};
+use ishiki_cli::search_eval::{self, SearchEvalOptions};
 use ishiki_cli::transcript::Format;
 use ishiki_core::WorkerSpawn;
 
@@ -26,7 +28,7 @@ enum Command {
     /// A live session against a configured model: each line on standard input is a user
     /// message; the model runs steps with the real tools until it answers.
     Chat {
-        /// The profile (YAML, SPEC §1).
+        /// The profile (YAML, requirements §1).
         #[arg(long, value_name = "FILE")]
         profile: PathBuf,
         /// The models document; the main model needs `provider` (openai | anthropic),
@@ -51,11 +53,26 @@ enum Command {
         #[arg(long, value_name = "URL")]
         objects: Option<String>,
     },
+    /// Starts a codemode worker and prints which confinement layers (no_new_privs, Landlock,
+    /// seccomp) this kernel let it apply.
+    Doctor,
+    /// How well tool search finds the right tool in your catalog: hit@1, hit@5 and MRR of
+    /// Ishiki's ranker and of plain BM25, overall and per query class.
+    SearchEval {
+        /// Tool definitions: a JSON array, or an MCP `tools/list` result with a `server` name
+        /// (repeatable).
+        #[arg(long, value_name = "FILE", required = true)]
+        catalog: Vec<PathBuf>,
+        /// Labelled queries: a JSON array of `{query, expect, class?, also?}` (repeatable;
+        /// each file is one set in the table).
+        #[arg(long, value_name = "FILE", required = true)]
+        queries: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 enum ScenarioCommand {
-    /// Replays a scenario (SCENARIO.md v1) with its scripted model and prints the transcript as
+    /// Replays a scenario (docs/scenario-format.md v1) with its scripted model and prints the transcript as
     /// JSON Lines: what the model received at each step, each tool result, each sent message.
     Run {
         /// The scenario file (YAML).
@@ -84,6 +101,29 @@ fn main() -> ExitCode {
     ishiki_core::run_if_worker();
     let cli = Cli::parse();
     match cli.command {
+        Command::Doctor => {
+            use std::io::Write;
+            match ishiki_codemode::confinement_report(WorkerSpawn::CurrentExe) {
+                Ok(report) => {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "codemode worker confinement:\n{report}");
+                    let missing = report.layers.iter().filter(|l| !l.enforced).count();
+                    let _ = if missing == 0 {
+                        writeln!(out, "every layer is enforced")
+                    } else {
+                        writeln!(
+                            out,
+                            "{missing} layer(s) not enforced on this kernel; the rlimits and the engine's limits still hold"
+                        )
+                    };
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    let _ = writeln!(std::io::stderr(), "ishiki doctor: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Scenario(ScenarioCommand::Run {
             file,
             state,
@@ -134,6 +174,19 @@ fn main() -> ExitCode {
                 &mut stderr.lock(),
             );
             ExitCode::from(exit as u8)
+        }
+        Command::SearchEval { catalog, queries } => {
+            let options = SearchEvalOptions {
+                catalogs: catalog,
+                queries,
+            };
+            match search_eval::run(&options, &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("ishiki search-eval: {message}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }

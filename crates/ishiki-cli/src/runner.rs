@@ -1,5 +1,5 @@
 //! `ishiki scenario run`: replays a scenario against the real runtime with a scripted model and
-//! prints the transcript (SCENARIO.md). Everything below the scripted model is real.
+//! prints the transcript (docs/scenario-format.md). Everything below the scripted model is real.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -144,7 +144,7 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Every event moves the fake clock one second (SCENARIO.md "Determinism").
+    /// Every event moves the fake clock one second (docs/scenario-format.md "Determinism").
     fn emit<W: Write>(
         &self,
         writer: &mut TranscriptWriter<W>,

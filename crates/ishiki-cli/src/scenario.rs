@@ -1,4 +1,4 @@
-//! The scenario file (SCENARIO.md, format v1): serde types, loading, and the checks that make
+//! The scenario file (docs/scenario-format.md, format v1): serde types, loading, and the checks that make
 //! a malformed scenario fail before anything runs, with a message naming the field and where
 //! it is.
 //!
@@ -33,7 +33,7 @@ pub const VERSION: u32 = 1;
 pub struct Scenario {
     /// `name`.
     pub name: String,
-    /// `profile`, a profile document as in SPEC §1 (`{}` when absent); the runtime assembles
+    /// `profile`, a profile document as in requirements §1 (`{}` when absent); the runtime assembles
     /// it and reports its errors.
     pub profile: Value,
     /// `models`, a models.yaml document, likewise left to the runtime.

@@ -1,11 +1,11 @@
-//! The transcript: the events a scenario run prints, exactly as SCENARIO.md defines them, and
+//! The transcript: the events a scenario run prints, exactly as docs/scenario-format.md defines them, and
 //! the writer that prints them as JSON Lines (or `--format pretty`) as they happen and keeps
 //! only what `${…}` interpolation can refer to (inbound messages and tool results by id): a
 //! request event carries the whole history, so keeping every event would grow quadratically
 //! with a conversation's length.
 //!
 //! Field order is the order of the struct fields (serde_json keeps it), which follows the
-//! examples in SCENARIO.md, so a transcript reads the same as the contract.
+//! examples in docs/scenario-format.md, so a transcript reads the same as the contract.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -57,7 +57,7 @@ pub struct RequestEvent {
     pub request: Request,
 }
 
-/// The request shapes are the runtime's own: SCENARIO.md's `request` is exactly
+/// The request shapes are the runtime's own: docs/scenario-format.md's `request` is exactly
 /// `ishiki_core::Request`, so the transcript prints what the model received without a copy.
 pub use ishiki_core::{
     DeltaEntry as CatalogEntry, MediaPart as Media, Message, Part, Request, Role, ToolSpec as Tool,

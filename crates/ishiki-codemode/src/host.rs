@@ -8,9 +8,12 @@
 
 use crate::attachments::{AttachmentItem, split_attachments};
 use crate::config::{EngineConfig, SandboxConfig, WorkerSpawn};
+use crate::confine::ConfinementReport;
 use crate::engine::{Engine, Link, Reply};
 use crate::error::{CodemodeError, ErrorKind, human_bytes};
-use crate::protocol::{MAX_JSON_DEPTH, ToEngine, ToHost, WORKER_ENV, json_depth, line};
+use crate::protocol::{
+    MAX_CALLS_IN_FLIGHT, MAX_JSON_DEPTH, ToEngine, ToHost, WORKER_ENV, json_depth, line,
+};
 use crate::tool::{CallableTool, SchemaProblem, ValidatorCache, is_callable_name};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -59,6 +62,8 @@ struct Pool {
     ready: VecDeque<Worker>,
     starting: usize,
     last_error: Option<CodemodeError>,
+    /// What the last worker that started said confines it.
+    confinement: Option<ConfinementReport>,
 }
 
 /// A started worker whose engine is built and which waits for its program.
@@ -106,6 +111,14 @@ impl Sandbox {
     #[must_use]
     pub fn config(&self) -> &SandboxConfig {
         &self.inner.config
+    }
+
+    /// What confines this sandbox's workers, as the last one to start reported it (see
+    /// [`ConfinementReport`]); `None` before a worker started, and always for
+    /// [`WorkerSpawn::InProcess`] (which has no confinement at all).
+    #[must_use]
+    pub fn confinement(&self) -> Option<ConfinementReport> {
+        lock(&self.inner.pool).confinement.clone()
     }
 
     /// Waits until `prespawn` warm workers are ready, or reports why one cannot start.
@@ -311,7 +324,12 @@ async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError> {
     .await;
     let problem = match first {
         Ok(Ok(Some(text))) => match serde_json::from_slice::<ToHost>(&text) {
-            Ok(ToHost::Ready) => return Ok(Worker { child, stdin, out }),
+            Ok(ToHost::Ready { confinement }) => {
+                if confinement.is_some() {
+                    lock(&inner.pool).confinement = confinement;
+                }
+                return Ok(Worker { child, stdin, out });
+            }
             Ok(ToHost::Failed { kind, message }) => CodemodeError::new(kind, message),
             _ => CodemodeError::new(
                 ErrorKind::Worker,
@@ -631,12 +649,14 @@ impl ThreadPeer {
                     engine.set_clock(clock_ms);
                     engine.run(&code, &tools, Box::new(link))
                 });
-                let message = match result.and_then(|json| {
-                    serde_json::from_str::<Value>(&json).map_err(|e| {
-                        CodemodeError::new(ErrorKind::Worker, format!("bad result JSON: {e}"))
-                    })
+                let message = match result.and_then(|finished| {
+                    serde_json::from_str::<Value>(&finished.json)
+                        .map(|value| (value, finished.unsent))
+                        .map_err(|e| {
+                            CodemodeError::new(ErrorKind::Worker, format!("bad result JSON: {e}"))
+                        })
                 }) {
-                    Ok(value) => ToHost::Done { value },
+                    Ok((value, unsent)) => ToHost::Done { value, unsent },
                     Err(error) => ToHost::Failed {
                         kind: error.kind(),
                         message: error.message().to_owned(),
@@ -731,46 +751,31 @@ fn describe_timeout(timeout: Duration) -> String {
     }
 }
 
-/// Tool calls a program may have running at once; later ones wait for a free slot. Keeps a
-/// program that fires thousands of calls from making the host poll thousands of futures.
-const MAX_CALLS_IN_FLIGHT: usize = 32;
-
-/// Calls accepted but not started; past this the host stops reading the worker until some
-/// finish, so the worker's own writes block.
-const MAX_CALLS_WAITING: usize = 256;
-
 type CallFuture = Pin<Box<dyn Future<Output = Result<ToolResult, CodemodeError>> + Send>>;
 
-/// Tool calls in flight, polled inside the conversation's own task: no spawn, no hop
-/// between threads on the way back.
+/// Tool calls in flight (at most [`MAX_CALLS_IN_FLIGHT`]: the engine sends no more), polled
+/// inside the conversation's own task: no spawn, no hop between threads on the way back.
 #[derive(Default)]
 struct Calls {
     running: Vec<(u64, String, CallFuture)>,
-    waiting: VecDeque<(u64, String, CallFuture)>,
 }
 
 impl Calls {
     fn push(&mut self, id: u64, name: String, future: CallFuture) {
-        if self.running.len() < MAX_CALLS_IN_FLIGHT {
-            self.running.push((id, name, future));
-        } else {
-            self.waiting.push_back((id, name, future));
-        }
+        self.running.push((id, name, future));
+    }
+
+    fn len(&self) -> usize {
+        self.running.len()
     }
 
     fn is_empty(&self) -> bool {
         self.running.is_empty()
     }
 
-    /// Whether more calls may be accepted: a program that fires calls without awaiting them
-    /// is made to wait (its writes block) instead of queueing without bound on the host.
-    fn has_room(&self) -> bool {
-        self.waiting.len() < MAX_CALLS_WAITING
-    }
-
     /// The next finished call; `Err(())` when its tool panicked.
     async fn next(&mut self) -> (u64, String, Result<Result<ToolResult, CodemodeError>, ()>) {
-        let finished = std::future::poll_fn(|cx| {
+        std::future::poll_fn(|cx| {
             for i in 0..self.running.len() {
                 let future = &mut self.running[i].2;
                 let polled =
@@ -785,11 +790,7 @@ impl Calls {
             }
             Poll::Pending
         })
-        .await;
-        if let Some(next) = self.waiting.pop_front() {
-            self.running.push(next);
-        }
-        finished
+        .await
     }
 }
 
@@ -804,13 +805,13 @@ async fn converse<P: Peer>(
     let mut console = Vec::new();
     let mut console_bytes = 0usize;
     let mut calls = Calls::default();
-    // Replies the worker has not read yet; past this, finished calls wait. A program that
-    // never reads its replies then stalls until the deadline, with host memory bounded.
+    // Replies the worker has not read yet; past this, finished calls wait. A worker reads
+    // whenever its program waits, so only a broken one stalls here, until the deadline, with
+    // host memory bounded.
     let backlog_cap = limits.max_transfer_bytes.saturating_mul(2).max(1 << 20);
     let timer = tokio::time::sleep_until(deadline);
     tokio::pin!(timer);
     let result = loop {
-        let can_read = calls.has_room();
         let can_finish = !calls.is_empty() && peer.backlog() < backlog_cap;
         tokio::select! {
             () = &mut timer => {
@@ -827,8 +828,18 @@ async fn converse<P: Peer>(
                 Ok(Err(fatal)) => break Err(fatal),
                 Err(()) => peer.reply(id, Err(format!("tools.{name} failed unexpectedly"))),
             },
-            event = peer.next(can_read) => match event {
+            // Always read: the engine never has more than MAX_CALLS_IN_FLIGHT calls out, so
+            // reading cannot make the host hold more than that.
+            event = peer.next(true) => match event {
                 Event::Message(ToHost::Call { id, tool, input }) => {
+                    if calls.len() >= MAX_CALLS_IN_FLIGHT {
+                        break Err(CodemodeError::new(
+                            ErrorKind::Worker,
+                            format!(
+                                "the sandbox worker broke the protocol: more than {MAX_CALLS_IN_FLIGHT} tool calls in flight"
+                            ),
+                        ));
+                    }
                     let Some(callable) = tools.get(&tool).cloned() else {
                         peer.reply(id, Err(format!("tools.{tool} is not available")));
                         continue;
@@ -845,17 +856,13 @@ async fn converse<P: Peer>(
                         console.push(line);
                     }
                 }
-                Event::Message(ToHost::Done { value }) => {
-                    break split_attachments(value).map(|(value, attachments)| Outcome {
-                        value,
-                        attachments,
-                        console: std::mem::take(&mut console),
-                    });
+                Event::Message(ToHost::Done { value, unsent }) => {
+                    break split_attachments(value).map(|(value, attachments)| (value, attachments, unsent));
                 }
                 Event::Message(ToHost::Failed { kind, message }) => {
                     break Err(CodemodeError::new(kind, message));
                 }
-                Event::Message(ToHost::Ready) => {
+                Event::Message(ToHost::Ready { .. }) => {
                     break Err(CodemodeError::new(
                         ErrorKind::Worker,
                         "the sandbox worker broke the protocol",
@@ -866,7 +873,54 @@ async fn converse<P: Peer>(
         }
     };
     peer.stop();
-    result.map_err(|error| error.with_console(console))
+    let (value, attachments, unsent) = match result {
+        Ok(done) => done,
+        Err(error) => return Err(error.with_console(console)),
+    };
+    // CM-1: calls the program did not wait for never outlive it unseen. Those never sent
+    // never start; those already running finish (so their effects are whole, the same every
+    // run) within the program's time, and their results are dropped. Both are said.
+    if unsent > 0 {
+        console.push(format!(
+            "[{unsent} tool call{} the program did not await {} cancelled before {} started]",
+            plural(unsent),
+            if unsent == 1 { "was" } else { "were" },
+            if unsent == 1 { "it" } else { "they" },
+        ));
+    }
+    let running = calls.len();
+    if running > 0 {
+        let finished = tokio::time::timeout_at(deadline, async {
+            while !calls.is_empty() {
+                let _ = calls.next().await;
+            }
+        })
+        .await
+        .is_ok();
+        console.push(if finished {
+            format!(
+                "[{running} tool call{} the program did not await finished after it returned; {} dropped]",
+                plural(running),
+                if running == 1 { "its result was" } else { "their results were" },
+            )
+        } else {
+            format!(
+                "[{running} tool call{} the program did not await {} stopped at the time limit; {} dropped]",
+                plural(running),
+                if running == 1 { "was" } else { "were" },
+                if running == 1 { "its result was" } else { "their results were" },
+            )
+        });
+    }
+    Ok(Outcome {
+        value,
+        attachments,
+        console,
+    })
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// One tool call on the host: input schema, execute, output schema, size (CM-2, CM-3).
@@ -877,6 +931,11 @@ async fn call_tool(
     input: Value,
 ) -> Result<ToolResult, CodemodeError> {
     let name = tool.name().to_owned();
+    if let Some((path, number)) = inexact_number(&input) {
+        return Ok(Err(format!(
+            "invalid input for tools.{name}: the number at {path} ({number}) is beyond 2^53, where JavaScript numbers are no longer exact integers; pass it as a string"
+        )));
+    }
     match inner.validators.check(tool.input_schema(), &input) {
         Ok(()) => {}
         Err(SchemaProblem::Invalid(problem)) => {
@@ -927,4 +986,72 @@ async fn call_tool(
         )));
     }
     Ok(Ok((output, text)))
+}
+
+/// 2^53: past it, a double no longer holds every integer, so a program's big integer (an id,
+/// a byte offset) has already been rounded by the time it reaches a tool.
+const EXACT_LIMIT: u64 = 1 << 53;
+
+/// The first number in `value` whose magnitude is beyond 2^53, with its JSON Pointer path.
+fn inexact_number(value: &Value) -> Option<(String, serde_json::Number)> {
+    fn walk(value: &Value, path: &mut String) -> Option<(String, serde_json::Number)> {
+        match value {
+            Value::Number(number) => {
+                let beyond = match (number.as_u64(), number.as_i64(), number.as_f64()) {
+                    (Some(n), _, _) => n > EXACT_LIMIT,
+                    (None, Some(n), _) => n.unsigned_abs() > EXACT_LIMIT,
+                    (None, None, Some(n)) => n.abs() > EXACT_LIMIT as f64,
+                    (None, None, None) => false,
+                };
+                beyond.then(|| {
+                    let at = if path.is_empty() { "/" } else { path.as_str() };
+                    (at.to_owned(), number.clone())
+                })
+            }
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                let found = walk(item, path);
+                path.truncate(len);
+                found
+            }),
+            Value::Object(map) => map.iter().find_map(|(key, item)| {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                let found = walk(item, path);
+                path.truncate(len);
+                found
+            }),
+            _ => None,
+        }
+    }
+    walk(value, &mut String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_past_2_pow_53_are_found_with_their_path() {
+        assert_eq!(
+            inexact_number(&json!({ "a": [1, 9007199254740992_u64] })),
+            None
+        );
+        assert_eq!(inexact_number(&json!(-9007199254740992_i64)), None);
+        let found = |v: Value| inexact_number(&v).map(|(path, n)| format!("{path} {n}"));
+        assert_eq!(
+            found(json!({ "a": [1, 9007199254740993_u64] })),
+            Some("/a/1 9007199254740993".to_owned())
+        );
+        assert_eq!(
+            found(json!({ "x/y": { "~": -9007199254740994_i64 } })),
+            Some("/x~1y/~0 -9007199254740994".to_owned())
+        );
+        assert_eq!(found(json!(1e300)), Some("/ 1e+300".to_owned()));
+        assert_eq!(found(json!([0.5, -2.5e-300, "1e300"])), None);
+    }
 }

@@ -6,7 +6,20 @@
 //! `tools["server_tool"](input)` (CM-2): each call's input is checked against the tool's JSON
 //! Schema on the host, the tool's *execute* runs, and the raw result (checked against the
 //! output schema when there is one) resolves the promise. A failing tool rejects with an
-//! `Error` carrying the tool's message. `finish` and `wait` are never callable (CM-4).
+//! `Error` carrying the tool's message. `finish` and `wait` are never callable (CM-4); reading
+//! any other name that is no tool throws a `TypeError` naming it (`tools.nope is not a tool`).
+//!
+//! Calls leave the engine when the program waits for something, at most 32 unanswered at once
+//! (flow control: neither side of the worker's pipes can fill up while the other waits).
+//! Calls a program never waited for are never sent, so when it returns they are cancelled and
+//! its console says how many; a call already running then finishes before the result is
+//! returned, its value dropped. Which tools run depends on the program, not on timing.
+//!
+//! Values cross the boundary as JSON. A lone UTF-16 surrogate (`'ab😀cd'.slice(0, 3)`) in a
+//! tool input, the result or the console becomes U+FFFD REPLACEMENT CHARACTER. A tool input
+//! holding a number beyond 2^53 fails with a catchable error naming its path, because the
+//! program's double has already lost the integer's exact value; every other number arrives
+//! exactly.
 //!
 //! The return value becomes an [`Outcome`]: the JSON value, the top-level `attachments` it
 //! declares (CM-5..CM-7, see [`parse_attachments`]) and the captured `console` lines (CM-9).
@@ -23,7 +36,9 @@
 //! creation. Inside, there is no module loader, `eval` and `Function` are refused, `Math.random`
 //! is seeded and `Date` is frozen at the configured clock, so a program's only way out is
 //! `tools`. An instruction budget, loop and recursion limits end runaway code early with a
-//! precise message. A binary that uses [`WorkerSpawn::CurrentExe`] must call
+//! precise message. On Linux a worker also drops, before its program, what it never needs:
+//! `no_new_privs`, Landlock (no filesystem) and a seccomp filter (no exec, sockets or opening
+//! files); see [`ConfinementReport`] and [`confinement_report`]. A binary that uses [`WorkerSpawn::CurrentExe`] must call
 //! [`run_if_worker`] first thing in `main()`; this crate also ships a small
 //! `ishiki-codemode-worker` binary for [`WorkerSpawn::Program`].
 //!
@@ -78,6 +93,7 @@
 
 mod attachments;
 mod config;
+mod confine;
 mod engine;
 mod error;
 mod host;
@@ -88,6 +104,7 @@ mod worker;
 
 pub use attachments::{AttachmentContent, AttachmentItem, Lifetime, parse_attachments};
 pub use config::{Limits, SandboxConfig, WorkerSpawn};
+pub use confine::{ConfinementLayer, ConfinementReport, confinement_report};
 pub use error::{CodemodeError, ErrorKind};
 pub use host::{Outcome, Sandbox};
 pub use tool::{CallableTool, RESERVED_TOOL_NAMES, ToolFailure};

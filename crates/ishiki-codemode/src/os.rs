@@ -4,7 +4,8 @@
 //! the program does later: `RLIMIT_AS` caps memory (an allocation past it aborts the worker,
 //! which the host reports as a memory error), `RLIMIT_CPU` ends a spin the host stopped
 //! watching, and `RLIMIT_CORE = 0` keeps crashed workers from writing core files.
-//! This is the crate's only `unsafe`: three calls into libc.
+//! It also sets `no_new_privs` for [`crate::confine`].
+//! This is the crate's only `unsafe`: calls into libc.
 #![allow(unsafe_code)]
 
 /// Applies the worker's resource limits to the current process.
@@ -54,4 +55,30 @@ fn lower(resource: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Sets `PR_SET_NO_NEW_PRIVS` for this thread and the threads and processes it starts.
+#[cfg(target_os = "linux")]
+pub(crate) fn set_no_new_privs() -> std::io::Result<()> {
+    // SAFETY: `prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)` takes plain integers and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Without `prctl` there is nothing to set.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn set_no_new_privs() -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "no_new_privs exists on Linux only",
+    ))
+}
+
+/// Whether `no_new_privs` is set for this thread.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn no_new_privs() -> bool {
+    // SAFETY: `prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)` takes plain integers and touches no memory.
+    unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
 }

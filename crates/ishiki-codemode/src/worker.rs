@@ -1,15 +1,15 @@
 //! Worker mode: a process that builds one engine, runs one program, and exits (SEC-1).
 //!
 //! The host starts a binary with the `ISHIKI_CODEMODE_WORKER` environment variable holding the
-//! engine configuration; [`run_if_worker`] notices it, applies the OS limits, builds the engine
-//! on a thread with a large stack, says `ready`, and then serves exactly one program over
-//! stdin/stdout as JSON lines.
+//! engine configuration; [`run_if_worker`] notices it, applies the OS limits, drops what a
+//! worker never needs (see [`crate::confine`]), builds the engine on a thread with a large
+//! stack, says `ready`, and then serves exactly one program over stdin/stdout as JSON lines.
 
 use crate::config::EngineConfig;
 use crate::engine::{Engine, Link, Reply};
 use crate::error::{CodemodeError, ErrorKind};
 use crate::protocol::{ToEngine, ToHost, WORKER_ENV, call_line, done_line, line};
-use std::io::{BufRead, BufReader, Stdin, Stdout, Write};
+use std::io::{BufRead, BufReader, BufWriter, Stdin, Stdout, Write};
 
 /// If this process was started as a codemode worker, serves one program and exits; otherwise
 /// returns at once.
@@ -64,11 +64,14 @@ fn serve(config_json: &str) -> i32 {
         );
         return 2;
     }
+    // Before any thread starts, so every thread inherits it: no new privileges, no filesystem,
+    // no network, no exec. A layer the kernel lacks is reported, not fatal.
+    let confinement = crate::confine::confine();
     let stack = config.stack_bytes;
     let thread = std::thread::Builder::new()
         .name("codemode".to_owned())
         .stack_size(stack)
-        .spawn(move || serve_one(&config));
+        .spawn(move || serve_one(&config, confinement));
     match thread.map(std::thread::JoinHandle::join) {
         Ok(Ok(code)) => code,
         Ok(Err(panic)) => {
@@ -103,7 +106,7 @@ fn serve(config_json: &str) -> i32 {
     }
 }
 
-fn serve_one(config: &EngineConfig) -> i32 {
+fn serve_one(config: &EngineConfig, confinement: crate::confine::ConfinementReport) -> i32 {
     let mut out = std::io::stdout();
     crate::engine::warm_up(config);
     let mut engine = match Engine::new(config) {
@@ -113,7 +116,10 @@ fn serve_one(config: &EngineConfig) -> i32 {
             return 2;
         }
     };
-    if !send(&mut out, &line(&ToHost::Ready)) {
+    let ready = ToHost::Ready {
+        confinement: Some(confinement),
+    };
+    if !send(&mut out, &line(&ready)) {
         return 0;
     }
     let mut input = BufReader::new(std::io::stdin());
@@ -141,12 +147,12 @@ fn serve_one(config: &EngineConfig) -> i32 {
     };
     let link = PipeLink {
         input,
-        out: std::io::stdout(),
+        out: BufWriter::with_capacity(64 << 10, std::io::stdout()),
         line: String::new(),
     };
     let result = engine.run(&code, &tools, Box::new(link));
     match result {
-        Ok(json) => send(&mut out, &done_line(&json)),
+        Ok(finished) => send(&mut out, &done_line(&finished.json, finished.unsent)),
         Err(error) => {
             fail(&mut out, &error);
             true
@@ -156,25 +162,31 @@ fn serve_one(config: &EngineConfig) -> i32 {
     std::process::exit(0);
 }
 
-/// The engine's link over the worker's own stdin and stdout.
+/// The engine's link over the worker's own stdin and stdout. Calls are buffered and leave as
+/// one write when the engine flushes (it does before it waits for a reply); console lines leave
+/// at once, so a program killed later still shows what it printed.
 struct PipeLink {
     input: BufReader<Stdin>,
-    out: Stdout,
+    out: BufWriter<Stdout>,
     line: String,
 }
 
 impl Link for PipeLink {
     fn console(&mut self, line: &str) -> bool {
-        send(
-            &mut self.out,
-            &crate::protocol::line(&ToHost::Console {
-                line: line.to_owned(),
-            }),
-        )
+        let text = crate::protocol::line(&ToHost::Console {
+            line: line.to_owned(),
+        });
+        self.out.write_all(text.as_bytes()).is_ok() && self.out.flush().is_ok()
     }
 
     fn call(&mut self, id: u64, tool: &str, input_json: &str) -> bool {
-        send(&mut self.out, &call_line(id, tool, input_json))
+        self.out
+            .write_all(call_line(id, tool, input_json).as_bytes())
+            .is_ok()
+    }
+
+    fn flush(&mut self) -> bool {
+        self.out.flush().is_ok()
     }
 
     fn reply(&mut self) -> Option<Reply> {

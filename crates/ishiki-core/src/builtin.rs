@@ -1,6 +1,7 @@
 //! The built-in tools: `read` (READ-*, VIS-*), `search` (TS-1), `codemode` (CM-*),
 //! `send_message` (SEND-*), `finish` and `wait` (direct only, CM-4).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -12,6 +13,7 @@ use ishiki_toolsearch::{Catalog, ToolDef};
 use serde_json::{Value, json};
 
 use crate::clock::Clock;
+use crate::guard::CallLimits;
 use crate::platform::{Dropped, Outgoing, OutgoingImage, Platform, VisionModel};
 use crate::profile::Assembly;
 use crate::tool::{Tool, ToolContext, ToolError};
@@ -500,6 +502,7 @@ struct ProgramTool {
     input_schema: Value,
     output_schema: Option<Value>,
     context: ToolContext,
+    limits: CallLimits,
 }
 
 #[async_trait]
@@ -517,10 +520,15 @@ impl CallableTool for ProgramTool {
     }
 
     async fn call(&self, input: Value) -> Result<Value, ToolFailure> {
-        self.tool
-            .execute(input, &self.context)
-            .await
-            .map_err(|e| ToolFailure::new(e.message()))
+        crate::guard::execute(
+            self.tool.clone(),
+            &self.name,
+            input,
+            &self.context,
+            self.limits,
+        )
+        .await
+        .map_err(|e| ToolFailure::new(e.message()))
     }
 }
 
@@ -537,6 +545,7 @@ pub(crate) fn callable_tools(
         .iter()
         .map(|d| d.name.clone())
         .collect();
+    let limits = CallLimits::from_profile(&shared.assembly.profile.tools);
     let mut out: Vec<Arc<dyn CallableTool>> = Vec::new();
     for name in available {
         if !callable_from_program(&name) {
@@ -567,6 +576,7 @@ pub(crate) fn callable_tools(
                 from_program: true,
                 ..context.clone()
             },
+            limits,
         }));
     }
     out
@@ -580,13 +590,28 @@ fn lifetime_of(l: ishiki_codemode::Lifetime) -> Lifetime {
     }
 }
 
+/// The most attachments one program result may declare (issue 13): more is an error, before
+/// anything is read.
+pub(crate) const MAX_ATTACHMENTS_PER_RESULT: usize = 32;
+
 /// The display of a program's outcome: the returned value as JSON, captured console output,
 /// then the declared attachments (CM-5..CM-7). Media returned by tools inside the program is
 /// not looked at (CM-6).
+///
+/// Attachments are bounded like the program: at most [`MAX_ATTACHMENTS_PER_RESULT`], each
+/// distinct URL read once, all reads under one deadline (`tools.timeoutMs`), and their bytes
+/// together at most `tools.maxResultBytes`.
 pub(crate) async fn codemode_display(
     shared: &Shared,
     outcome: Outcome,
-) -> (Display, Vec<Lifetime>) {
+    limits: CallLimits,
+) -> Result<(Display, Vec<Lifetime>), ToolError> {
+    let declared = outcome.attachments.len();
+    if declared > MAX_ATTACHMENTS_PER_RESULT {
+        return Err(ToolError::new(format!(
+            "the program returned {declared} attachments, over the limit of {MAX_ATTACHMENTS_PER_RESULT} per result: return at most {MAX_ATTACHMENTS_PER_RESULT}"
+        )));
+    }
     let mut text = match &outcome.value {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -595,6 +620,42 @@ pub(crate) async fn codemode_display(
         text.push_str("\n[console]\n");
         text.push_str(&outcome.console.join("\n"));
     }
+    // Each distinct URL is read once, all under one deadline.
+    let mut urls: Vec<&str> = outcome
+        .attachments
+        .iter()
+        .filter_map(|item| match &item.content {
+            CmContent::Reference { url, .. } => Some(url.as_str()),
+            _ => None,
+        })
+        .collect();
+    urls.sort_unstable();
+    urls.dedup();
+    let resolved = crate::guard::with_deadline("codemode", limits, async {
+        let mut resolved = HashMap::new();
+        for url in urls {
+            resolved.insert(url.to_owned(), shared.center.read(url).await);
+        }
+        Ok(resolved)
+    })
+    .await
+    .map_err(|_| {
+        ToolError::new(format!(
+            "reading the program's attachments took longer than {} ms (tools.timeoutMs): attach fewer or smaller files",
+            limits.timeout.as_millis()
+        ))
+    })?;
+    let mut total: u64 = 0;
+    let mut add_bytes = |n: usize| -> Result<(), ToolError> {
+        total = total.saturating_add(n as u64);
+        if total > limits.max_result_bytes {
+            return Err(ToolError::new(format!(
+                "the program's attachments are larger than {} bytes together (tools.maxResultBytes): attach fewer or smaller files",
+                limits.max_result_bytes
+            )));
+        }
+        Ok(())
+    };
     let mut parts = vec![DisplayPart::Text(text)];
     let mut lifetimes = Vec::new();
     for item in outcome.attachments {
@@ -602,6 +663,7 @@ pub(crate) async fn codemode_display(
             CmContent::Bytes {
                 media_type, data, ..
             } => {
+                add_bytes(data.len())?;
                 parts.push(DisplayPart::Text("\n".to_owned()));
                 parts.push(DisplayPart::Media(Media {
                     media_type,
@@ -611,30 +673,35 @@ pub(crate) async fn codemode_display(
                 lifetimes.push(lifetime_of(item.lifetime));
             }
             CmContent::Text { uri, text, .. } => {
+                add_bytes(text.len())?;
                 parts.push(DisplayPart::Text(format!("\n[resource: {uri}]\n{text}")));
             }
-            CmContent::Reference { url, .. } => match shared.center.read(&url).await {
-                Ok(ReadResult::File {
+            CmContent::Reference { url, .. } => match resolved.get(&url) {
+                Some(Ok(ReadResult::File {
                     media_type, data, ..
-                }) => {
+                })) => {
+                    add_bytes(data.len())?;
                     parts.push(DisplayPart::Text("\n".to_owned()));
                     parts.push(DisplayPart::Media(Media {
-                        media_type,
-                        data,
+                        media_type: media_type.clone(),
+                        data: data.clone(),
                         url: Some(url),
                     }));
                     lifetimes.push(lifetime_of(item.lifetime));
                 }
-                Ok(ReadResult::Text { .. }) => parts.push(DisplayPart::Text(format!(
+                Some(Ok(ReadResult::Text { .. })) => parts.push(DisplayPart::Text(format!(
                     "\n[attachment {url} is text, not media: read it instead]"
                 ))),
-                Err(e) => parts.push(DisplayPart::Text(format!(
+                Some(Err(e)) => parts.push(DisplayPart::Text(format!(
                     "\n[attachment {url} could not be resolved: {e}]"
+                ))),
+                None => parts.push(DisplayPart::Text(format!(
+                    "\n[attachment {url} could not be resolved]"
                 ))),
             },
         }
     }
-    (Display { parts }, lifetimes)
+    Ok((Display { parts }, lifetimes))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -653,6 +720,12 @@ impl SendMessageTool {
 }
 
 const SEND_SCHEMES: [&str; 4] = ["asset", "artifact", "local", "workspace"];
+
+/// The most images one `send_message` call sends; later `<img>` tags are dropped unread.
+pub(crate) const MAX_SEND_IMAGES: usize = 16;
+
+/// The most image bytes one `send_message` call sends together.
+pub(crate) const MAX_SEND_IMAGE_BYTES: usize = 64 << 20;
 
 #[async_trait]
 impl Tool for SendMessageTool {
@@ -685,8 +758,11 @@ impl Tool for SendMessageTool {
             })
             .unwrap_or_default();
         let mut messages = Vec::new();
-        let mut images = Vec::new();
+        let mut images: Vec<OutgoingImage> = Vec::new();
         let mut dropped = Vec::new();
+        // Each source is read once per call; the count and the bytes of images are capped.
+        let mut resolved: HashMap<String, Result<OutgoingImage, String>> = HashMap::new();
+        let mut total_bytes = 0_usize;
         for text in texts {
             if !element {
                 messages.push(text);
@@ -696,14 +772,42 @@ impl Tool for SendMessageTool {
             let mut rest = text.as_str();
             while let Some((before, tag, src, after)) = next_img(rest) {
                 out.push_str(before);
-                match self.resolve_image(&src).await {
-                    Ok(image) => {
-                        out.push_str(tag);
-                        images.push(image);
-                    }
-                    Err(reason) => dropped.push(Dropped { src, reason }),
-                }
                 rest = after;
+                if images.len() >= MAX_SEND_IMAGES {
+                    dropped.push(Dropped {
+                        src,
+                        reason: format!(
+                            "over the limit of {MAX_SEND_IMAGES} images per send_message call"
+                        ),
+                    });
+                    continue;
+                }
+                if !resolved.contains_key(&src) {
+                    let image = self.resolve_image(&src).await;
+                    resolved.insert(src.clone(), image);
+                }
+                match resolved.get(&src) {
+                    Some(Ok(image))
+                        if total_bytes.saturating_add(image.data.len()) > MAX_SEND_IMAGE_BYTES =>
+                    {
+                        dropped.push(Dropped {
+                            src,
+                            reason: format!(
+                                "the images of this call would pass {MAX_SEND_IMAGE_BYTES} bytes together"
+                            ),
+                        });
+                    }
+                    Some(Ok(image)) => {
+                        total_bytes += image.data.len();
+                        out.push_str(tag);
+                        images.push(image.clone());
+                    }
+                    Some(Err(reason)) => dropped.push(Dropped {
+                        src,
+                        reason: reason.clone(),
+                    }),
+                    None => {}
+                }
             }
             out.push_str(rest);
             messages.push(out);

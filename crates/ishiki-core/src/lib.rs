@@ -15,7 +15,7 @@
 //! - [`Tool`], [`Model`], [`Platform`], [`VisionModel`] and [`Clock`]: what an embedder plugs in;
 //! - [`Profile`], [`ModelsDoc`] and [`assemble`]: profile and `models.yaml` assembly with
 //!   defaults, unknown-key checks and errors that name the key path, line and column
-//!   (SPEC §1, PRO-1..PRO-8);
+//!   (requirements §1, PRO-1..PRO-8);
 //! - [`HistoryStore`] with [`SqliteStore`] (embedded, WAL) and [`MemoryStore`]: atomic batches
 //!   of records, attachment records, delivery state and catalog (PRJ-13, SEC-4);
 //! - [`text_protocol`]: tool calls written in text, for models without native tool calling
@@ -113,24 +113,29 @@
 
 mod builtin;
 mod clock;
+mod guard;
 mod message;
 mod platform;
 mod profile;
+mod rejection;
 mod runtime;
 mod store;
 pub mod text_protocol;
 mod tool;
+mod yaml_budget;
 
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
 pub use message::{
     DeltaEntry, MediaPart, Message, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
 };
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
+pub use profile::ImageLimits;
 pub use profile::{
     Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, AttachmentSection, CleanupSection,
     CodemodeSection, MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelDecl,
-    ModelsDoc, Profile, ToolCalling, ToolsearchSection, VisionTarget, assemble,
+    ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
 };
+pub use rejection::image_rejection;
 pub use runtime::{
     AttachmentInfo, CallReport, InboundImage, Model, Prepared, Runtime, RuntimeBuilder,
     RuntimeError,
@@ -140,6 +145,8 @@ pub use store::{
     StoredAttachment, StoredMessage, StoredState,
 };
 pub use tool::{Tool, ToolContext, ToolError, default_display, is_content_block};
+#[doc(hidden)]
+pub use yaml_budget::yaml_budget_message;
 
 /// Re-exported so tool authors and embedders need no direct dependency for these types.
 pub use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn, run_if_worker};

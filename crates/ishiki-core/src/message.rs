@@ -1,4 +1,4 @@
-//! The provider-neutral request: messages, parts and the tool list (SCENARIO.md's `request`).
+//! The provider-neutral request: messages, parts and the tool list (docs/scenario-format.md's `request`).
 //!
 //! These are the shapes a model adapter renders for a particular API and the shapes the
 //! scenario transcript prints, so their serde form is a contract.

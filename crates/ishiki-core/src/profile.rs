@@ -1,4 +1,4 @@
-//! Profile and `models.yaml` assembly (SPEC §1, PRO-1..PRO-8).
+//! Profile and `models.yaml` assembly (requirements §1, PRO-1..PRO-8).
 //!
 //! A profile says which capabilities run (`codemode`, `toolsearch`) and how attachments and
 //! assets behave; `models.yaml` declares what each model accepts. [`assemble`] joins the two
@@ -17,6 +17,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 use serde_saphyr::{Location, Spanned, UserMessageFormatter};
+
+pub use ishiki_projection::ImageLimits;
 
 /// The exact message of PRO-6, for a profile that still sets `attachment.maxImageRenders`.
 pub const MAX_IMAGE_RENDERS_REMOVED: &str = "attachment.maxImageRenders was removed; use image lifetimes (once, recent, retain) and attachment.recentImageCount/imagePruneBatchSize";
@@ -40,6 +42,37 @@ pub struct Profile {
     /// profile when no server is declared.
     #[serde(skip_serializing_if = "McpSection::is_empty")]
     pub mcp: McpSection,
+    /// `tools`: the deadline and result cap of every tool call (issue 13). Left out of the
+    /// serialized profile while it has its defaults.
+    #[serde(skip_serializing_if = "ToolsSection::is_default")]
+    pub tools: ToolsSection,
+}
+
+/// The `tools` section: limits on every tool call, direct or from a program. Both must be at
+/// least 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsSection {
+    /// `timeoutMs` (default 60000): a call still running after this fails and is abandoned.
+    pub timeout_ms: u64,
+    /// `maxResultBytes` (default 16777216): a raw result larger than this, as JSON, fails.
+    pub max_result_bytes: u64,
+}
+
+impl Default for ToolsSection {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 60_000,
+            max_result_bytes: 16 << 20,
+        }
+    }
+}
+
+impl ToolsSection {
+    /// Whether every value is the default.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// The `codemode` section.
@@ -282,6 +315,10 @@ pub struct ModelDecl {
     /// `apiKeyEnv`: the environment variable holding the API key; accepted, not used yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// `imageLimits`: overrides of the provider's image limits, key by key (see
+    /// [`ModelDecl::image_limits`]); the `provider` field is unused here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_limits: Option<ImageLimits>,
 }
 
 impl ModelDecl {
@@ -294,7 +331,26 @@ impl ModelDecl {
             base_url: None,
             model: None,
             api_key_env: None,
+            image_limits: None,
         }
+    }
+
+    /// The image limits projection enforces for this model besides the profile's budgets:
+    /// the defaults of its `provider` ([`ImageLimits::for_provider`]: Anthropic, OpenAI),
+    /// each replaced by the model's `imageLimits` key when set.
+    pub fn image_limits(&self) -> ImageLimits {
+        let provider = self.provider.as_deref().unwrap_or_default();
+        let mut limits = ImageLimits::for_provider(provider);
+        limits.provider = provider.to_owned();
+        if let Some(o) = &self.image_limits {
+            limits.image_bytes = o.image_bytes.or(limits.image_bytes);
+            limits.request_bytes = o.request_bytes.or(limits.request_bytes);
+            limits.images = o.images.or(limits.images);
+            limits.dimension = o.dimension.or(limits.dimension);
+            limits.many_images = o.many_images.or(limits.many_images);
+            limits.many_images_dimension = o.many_images_dimension.or(limits.many_images_dimension);
+        }
+        limits
     }
 
     /// Whether the model declares `modality` among its inputs.
@@ -902,7 +958,15 @@ struct Doc<'s> {
     source: Option<&'s str>,
 }
 
-const ROOT_KEYS: &[&str] = &["codemode", "toolsearch", "attachment", "assets", "mcp"];
+const ROOT_KEYS: &[&str] = &[
+    "codemode",
+    "toolsearch",
+    "attachment",
+    "assets",
+    "mcp",
+    "tools",
+];
+const TOOLS_KEYS: &[&str] = &["timeoutMs", "maxResultBytes"];
 const MCP_KEYS: &[&str] = &["servers"];
 const MCP_SERVER_KEYS: &[&str] = &["command", "args", "env", "cwd", "resident", "timeoutMs"];
 const ENABLE_KEYS: &[&str] = &["enable"];
@@ -928,6 +992,15 @@ const MODEL_KEYS: &[&str] = &[
     "baseUrl",
     "model",
     "apiKeyEnv",
+    "imageLimits",
+];
+const IMAGE_LIMIT_KEYS: &[&str] = &[
+    "imageBytes",
+    "requestBytes",
+    "images",
+    "dimension",
+    "manyImages",
+    "manyImagesDimension",
 ];
 
 type Entries<'t> = &'t [(Key, Tree)];
@@ -977,9 +1050,12 @@ impl Doc<'_> {
             Ok(root) => Ok(spanned_tree(root)),
             Err(error) => {
                 let at = error.location().as_ref().and_then(at_of);
-                let mut problem = error
-                    .without_snippet()
-                    .render_with_formatter(&UserMessageFormatter);
+                let mut problem =
+                    crate::yaml_budget::yaml_budget_message(&error).unwrap_or_else(|| {
+                        error
+                            .without_snippet()
+                            .render_with_formatter(&UserMessageFormatter)
+                    });
                 if let Some((line, column)) = at {
                     // The formatter appends the location; ours goes at the end in our format.
                     let suffix = format!(" at line {line}, column {column}");
@@ -1300,6 +1376,14 @@ impl Doc<'_> {
             }
         }
 
+        let path = root.key("tools");
+        let t = self.section(entries, &root, "tools", TOOLS_KEYS)?;
+        let d = ToolsSection::default();
+        let tools = ToolsSection {
+            timeout_ms: self.uint(t, &path, "timeoutMs", 1, d.timeout_ms)?,
+            max_result_bytes: self.uint(t, &path, "maxResultBytes", 1, d.max_result_bytes)?,
+        };
+
         Ok(Profile {
             codemode,
             toolsearch,
@@ -1309,6 +1393,7 @@ impl Doc<'_> {
                 cleanup,
             },
             mcp: McpSection { servers },
+            tools,
         })
     }
 
@@ -1562,7 +1647,57 @@ impl Doc<'_> {
             base_url: self.opt_string(entries, path, "baseUrl")?,
             model: self.opt_string(entries, path, "model")?,
             api_key_env: self.opt_string(entries, path, "apiKeyEnv")?,
+            image_limits: self.image_limits(entries, path)?,
         })
+    }
+
+    /// A model's `imageLimits` overrides; every key optional, every value at least 1.
+    fn image_limits(
+        &self,
+        entries: Entries<'_>,
+        path: &Path,
+    ) -> Result<Option<ImageLimits>, AssemblyError> {
+        let Some(tree) = field(entries, "imageLimits") else {
+            return Ok(None);
+        };
+        let path = path.key("imageLimits");
+        let limits = self.mapping(tree, &path, IMAGE_LIMIT_KEYS)?;
+        let set = |key: &str| field(limits, key).is_some();
+        let u64_of = |key: &str| -> Result<Option<u64>, AssemblyError> {
+            if set(key) {
+                Ok(Some(self.uint(limits, &path, key, 1, 0u64)?))
+            } else {
+                Ok(None)
+            }
+        };
+        let usize_of = |key: &str| -> Result<Option<usize>, AssemblyError> {
+            if set(key) {
+                Ok(Some(self.uint(limits, &path, key, 0, 0usize)?))
+            } else {
+                Ok(None)
+            }
+        };
+        let u32_of = |key: &str| -> Result<Option<u32>, AssemblyError> {
+            if set(key) {
+                Ok(Some(self.uint(limits, &path, key, 1, 0u32)?))
+            } else {
+                Ok(None)
+            }
+        };
+        let images = if set("images") {
+            Some(self.uint(limits, &path, "images", 1, 0usize)?)
+        } else {
+            None
+        };
+        Ok(Some(ImageLimits {
+            provider: String::new(),
+            image_bytes: u64_of("imageBytes")?,
+            request_bytes: u64_of("requestBytes")?,
+            images,
+            dimension: u32_of("dimension")?,
+            many_images: usize_of("manyImages")?,
+            many_images_dimension: u32_of("manyImagesDimension")?,
+        }))
     }
 }
 

@@ -91,6 +91,7 @@ pub struct RuntimeBuilder {
     file_schemes: Vec<Arc<dyn FileScheme>>,
     worker: WorkerSpawn,
     durability: Durability,
+    store: Option<Box<dyn HistoryStore>>,
     budget: Budget,
     codemode_limits: Option<Limits>,
     artifacts: Option<Arc<dyn ArtifactStore>>,
@@ -161,9 +162,19 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Store durability (default: `Full`, survives power loss).
+    /// Store durability (default: `Full`, survives power loss). Applies to the default
+    /// SQLite store only; a store passed with [`store`](Self::store) has its own setting.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// The history store (default: SQLite at `<state>/history.sqlite`). Any
+    /// [`HistoryStore`] works: [`crate::MemoryStore`] for tests and embedders, a PostgreSQL
+    /// store for several machines. Artifacts, assets and the default workspace stay in the
+    /// state directory.
+    pub fn store(mut self, store: Box<dyn HistoryStore>) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -292,6 +303,9 @@ pub struct Runtime {
     history: Vec<Entry>,
     records: Vec<AttachmentRecord>,
     not_downloaded: BTreeMap<String, String>,
+    /// Records a provider refused (record id → its reason): terminal from the next request.
+    /// In memory only; their reason is persisted as delivered with the next response.
+    rejected: BTreeMap<String, String>,
     delivery: DeliveryState,
     announced: Vec<String>,
     step: u64,
@@ -316,6 +330,7 @@ impl Runtime {
             file_schemes: Vec::new(),
             worker: WorkerSpawn::CurrentExe,
             durability: Durability::Full,
+            store: None,
             budget: Budget::default(),
             codemode_limits: None,
             artifacts: None,
@@ -420,8 +435,13 @@ impl Runtime {
             shared.catalog_mut().add(def);
         }
 
-        let store = SqliteStore::open(&dir.join("history.sqlite"), b.durability)
-            .map_err(|e| err("cannot open the history store")(&e))?;
+        let store: Box<dyn HistoryStore> = match b.store {
+            Some(store) => store,
+            None => Box::new(
+                SqliteStore::open(&dir.join("history.sqlite"), b.durability)
+                    .map_err(|e| err("cannot open the history store")(&e))?,
+            ),
+        };
         let stored = store
             .load()
             .map_err(|e| err("cannot load the history store")(&e))?;
@@ -497,10 +517,11 @@ impl Runtime {
             tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
             validators,
             sandbox,
-            store: Mutex::new(Box::new(store)),
+            store: Mutex::new(store),
             history,
             records,
             not_downloaded,
+            rejected: BTreeMap::new(),
             delivery,
             announced,
             step,
@@ -595,6 +616,7 @@ impl Runtime {
             max_image_count: a.max_image_count,
             max_image_dimension: a.max_image_dimension,
             vision_model: a.vision_model.clone(),
+            provider_limits: self.shared.assembly.main.image_limits(),
         }
     }
 
@@ -824,6 +846,11 @@ impl Runtime {
                 reason: reason.clone(),
             };
         }
+        if let Some(reason) = self.rejected.get(&record.id) {
+            return Verdict::Rejected {
+                reason: reason.clone(),
+            };
+        }
         if record.media_type.starts_with("image/") {
             if !matches!(
                 record.media_type.as_str(),
@@ -881,24 +908,39 @@ impl Runtime {
             })
             .collect();
         let announced_set: BTreeSet<&String> = self.announced.iter().collect();
+        // Removed tools keep their place in the list (the prefix stays) but are not announced
+        // as added; those the model was told about are announced as gone, once (TS-5).
+        let gone: BTreeSet<String> = {
+            let catalog = self.shared.catalog_mut();
+            step_catalog
+                .tools
+                .iter()
+                .filter(|d| catalog.is_removed(&d.name))
+                .map(|d| d.name.clone())
+                .collect()
+        };
         let added: Vec<&ToolDef> = step_catalog
             .tools
             .iter()
-            .filter(|d| !announced_set.contains(&d.name))
+            .filter(|d| !announced_set.contains(&d.name) && !gone.contains(&d.name))
+            .collect();
+        let removed: Vec<String> = step_catalog
+            .removed
+            .iter()
+            .filter(|n| announced_set.contains(n) && gone.contains(*n))
+            .cloned()
             .collect();
         let with_signatures = self.sandbox.is_some();
-        let delta = (!added.is_empty()).then(|| Message {
-            id: format!("s{step}-catalog"),
-            role: Role::System,
-            created_at: self.now(),
-            content: vec![
-                Part::Text {
+        let delta = (!added.is_empty() || !removed.is_empty()).then(|| {
+            let mut content = Vec::new();
+            if !added.is_empty() {
+                content.push(Part::Text {
                     text: ishiki_toolsearch::delta_text(
                         &added.iter().map(|d| (*d).clone()).collect::<Vec<_>>(),
                         with_signatures,
                     ),
-                },
-                Part::CatalogDelta {
+                });
+                content.push(Part::CatalogDelta {
                     added: added
                         .iter()
                         .map(|d| DeltaEntry {
@@ -908,11 +950,23 @@ impl Runtime {
                             signature: with_signatures.then(|| ishiki_toolsearch::signature(d)),
                         })
                         .collect(),
-                },
-            ],
+                });
+            }
+            if !removed.is_empty() {
+                content.push(Part::Text {
+                    text: ishiki_toolsearch::removed_text(&removed),
+                });
+            }
+            Message {
+                id: format!("s{step}-catalog"),
+                role: Role::System,
+                created_at: self.now(),
+                content,
+            }
         });
         let mut announced = self.announced.clone();
         announced.extend(added.iter().map(|d| d.name.clone()));
+        announced.retain(|n| !removed.contains(n));
 
         let (active_messages, active_calls) = self.active_sources();
         let active = |link: &SourceLink| match link {
@@ -1024,6 +1078,63 @@ impl Runtime {
     /// the next request gets the next step number and retries every delivery (PRJ-4).
     pub fn abandon(&mut self, prepared: Prepared) {
         self.step = self.step.max(prepared.step);
+    }
+
+    /// A model request that failed with `error`: nothing is committed, as with
+    /// [`Runtime::abandon`]. When the provider refused an image ([`crate::image_rejection`]:
+    /// a 400 about an image), the images of that request turn terminal with the provider's
+    /// reason, so the next request states it instead of the bytes and can succeed.
+    ///
+    /// Which images: the one whose URL the error names; otherwise those this request carried
+    /// for the first time (the earlier ones were accepted before); otherwise all it carried.
+    /// Returns the URLs turned terminal (empty when the failure was not about an image).
+    pub fn abandon_failed(&mut self, prepared: Prepared, error: &str) -> Vec<String> {
+        let reason = crate::image_rejection(error);
+        let urls: Vec<String> = prepared
+            .request
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|p| match p {
+                Part::Image(media) => Some(media.url.clone()),
+                _ => None,
+            })
+            .collect();
+        self.abandon(prepared);
+        let Some(reason) = reason else {
+            return Vec::new();
+        };
+        let carried: Vec<&AttachmentRecord> = self
+            .records
+            .iter()
+            .filter(|r| urls.contains(&r.url))
+            .collect();
+        let named: Vec<&AttachmentRecord> = carried
+            .iter()
+            .copied()
+            .filter(|r| error.contains(r.url.as_str()))
+            .collect();
+        let new: Vec<&AttachmentRecord> = carried
+            .iter()
+            .copied()
+            .filter(|r| !self.delivery.state_of(r).viewed)
+            .collect();
+        let chosen = [named, new, carried]
+            .into_iter()
+            .find(|set| !set.is_empty())
+            .unwrap_or_default();
+        let marked: Vec<(String, String)> = chosen
+            .iter()
+            .map(|r| (r.id.clone(), r.url.clone()))
+            .collect();
+        let mut turned = Vec::new();
+        for (id, url) in marked {
+            self.rejected.insert(id, reason.clone());
+            if !turned.contains(&url) {
+                turned.push(url);
+            }
+        }
+        turned
     }
 
     /// Commits the model's response together with the delivery state of the request it
@@ -1198,6 +1309,57 @@ impl Runtime {
         }
     }
 
+    /// Adds a tool after start (TS-5), e.g. one an MCP server now lists. It enters the catalog
+    /// like a tool given to the builder, except that a resident one joins at the next step and
+    /// is announced in that step's catalog delta; a deferred one waits in the pool. A tool with
+    /// the name of a registered one replaces it (its place in the list stays); built-in tools
+    /// cannot be replaced. The codemode tool's own description does not change (it lists the
+    /// tools of the start); programs see the new tool from the next step on.
+    pub fn add_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), RuntimeError> {
+        let def = tool.definition();
+        if self.is_builtin(&def.name) {
+            return Err(RuntimeError::new(format!(
+                "the tool `{}` is built in and cannot be replaced",
+                def.name
+            )));
+        }
+        let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
+            RuntimeError::new(format!(
+                "tool `{}` has an invalid input schema: {e}",
+                def.name
+            ))
+        })?;
+        self.validators
+            .insert(def.name.clone(), Arc::new(validator));
+        self.shared.catalog_mut().add(def.clone());
+        match self.tools.iter_mut().find(|(d, _)| d.name == def.name) {
+            Some(slot) => *slot = (def, tool),
+            None => self.tools.push((def, tool)),
+        }
+        Ok(())
+    }
+
+    /// Removes a tool added earlier (e.g. an MCP server no longer lists it). It stays in the
+    /// native tool list, so the request prefix does not change; the next request appends a
+    /// "no longer available" note (earlier messages are never edited), and a call to it gets
+    /// a clear error. Built-in tools cannot be removed. Returns whether a tool was removed.
+    pub fn remove_tool(&mut self, name: &str) -> bool {
+        if self.is_builtin(name) {
+            return false;
+        }
+        let before = self.tools.len();
+        self.tools.retain(|(d, _)| d.name != name);
+        self.validators.remove(name);
+        let removed = self.shared.catalog_mut().remove(name);
+        removed || self.tools.len() != before
+    }
+
+    fn is_builtin(&self, name: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|(d, _)| d.name == name && d.origin.as_deref() == Some("builtin"))
+    }
+
     fn tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools
             .iter()
@@ -1221,6 +1383,15 @@ impl Runtime {
         if let Some(error) = &call.malformed {
             return (failed(error.clone()), Vec::new());
         }
+        if self.shared.catalog_mut().is_removed(&call.name) {
+            return (
+                failed(format!(
+                    "the tool `{}` is no longer available: it was removed from the catalog (its server no longer offers it)",
+                    call.name
+                )),
+                Vec::new(),
+            );
+        }
         let available = self
             .shared
             .catalog_mut()
@@ -1242,9 +1413,11 @@ impl Runtime {
                 Vec::new(),
             );
         }
-        if let Some(validator) = self.validators.get(&call.name)
-            && let Some(message) = validation_error(validator, &call.input)
-        {
+        if let Some(message) = crate::guard::imprecise_number(&call.input).or_else(|| {
+            self.validators
+                .get(&call.name)
+                .and_then(|validator| validation_error(validator, &call.input))
+        }) {
             return (
                 failed(format!("invalid input for `{}`: {message}", call.name)),
                 Vec::new(),
@@ -1255,10 +1428,23 @@ impl Runtime {
             step,
             from_program: false,
         };
+        // Every call has a deadline and a result cap (issue 13); a program has its own limits.
+        let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
         let outcome = match call.name.as_str() {
-            "read" => builtin::read_direct(&self.shared, &self.outlet, &call.input).await,
+            "read" => {
+                let read = builtin::read_direct(&self.shared, &self.outlet, &call.input);
+                crate::guard::with_deadline("read", limits, read).await
+            }
             "codemode" => self.run_codemode(&call.input, &context).await,
-            _ => match tool.execute(call.input.clone(), &context).await {
+            _ => match crate::guard::execute(
+                tool.clone(),
+                &call.name,
+                call.input.clone(),
+                &context,
+                limits,
+            )
+            .await
+            {
                 Ok(raw) => {
                     let display = tool.to_model_output(&raw);
                     self.emit(&call.name, display, Vec::new())
@@ -1340,7 +1526,8 @@ impl Runtime {
             .run_at(code, callable, clock_ms)
             .await
             .map_err(|e| ToolError::new(e.to_string()))?;
-        let (display, lifetimes) = builtin::codemode_display(&self.shared, outcome).await;
+        let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
+        let (display, lifetimes) = builtin::codemode_display(&self.shared, outcome, limits).await?;
         self.emit("codemode", display, lifetimes)
     }
 }

@@ -62,6 +62,32 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// Checks that no message id and no attachment id appears twice in the batch (every
+    /// store calls this before it writes; ids already stored are the store's own check).
+    pub fn check_ids(&self) -> Result<(), StoreError> {
+        let mut seen = HashSet::new();
+        for message in &self.messages {
+            if !seen.insert(message.id.as_str()) {
+                return Err(StoreError::duplicate_id(
+                    "message",
+                    &message.id,
+                    "appears twice in the batch",
+                ));
+            }
+        }
+        let mut seen = HashSet::new();
+        for attachment in &self.attachments {
+            if !seen.insert(attachment.id.as_str()) {
+                return Err(StoreError::duplicate_id(
+                    "attachment",
+                    &attachment.id,
+                    "appears twice in the batch",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether committing the batch would change nothing.
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
@@ -122,7 +148,8 @@ pub enum Durability {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StoreErrorKind {
-    /// SQLite failed: I/O, a locked or full disk, a file that is not a database.
+    /// The database failed: I/O, a locked or full disk, a file that is not a database, a lost
+    /// connection.
     Database,
     /// A message or attachment id is already stored, or repeated within the batch.
     DuplicateId,
@@ -132,6 +159,9 @@ pub enum StoreErrorKind {
     Version,
     /// A stored value is not valid JSON (the file was changed behind the store's back).
     Corrupt,
+    /// The store refuses this writer: another runtime holds the conversation's lease, or this
+    /// runtime's lease was taken over (one writer per conversation).
+    Lease,
 }
 
 /// An error from a [`HistoryStore`]. A failed commit has changed nothing.
@@ -148,6 +178,21 @@ impl StoreError {
             kind,
             message: message.into(),
         }
+    }
+
+    /// A [`StoreErrorKind::DuplicateId`] error for a `what` (`message`, `attachment`) whose
+    /// `id` is stored already or repeated (`why`), worded the same by every store.
+    pub fn duplicate_id(what: &str, id: &str, why: &str) -> Self {
+        duplicate(what, id, why)
+    }
+
+    /// A [`StoreErrorKind::UnknownMessage`] error for withdrawing `id`, worded the same by
+    /// every store.
+    pub fn unknown_message(id: &str) -> Self {
+        Self::new(
+            StoreErrorKind::UnknownMessage,
+            format!("cannot withdraw unknown message `{id}`; nothing was committed"),
+        )
     }
 
     /// What went wrong.
@@ -175,27 +220,7 @@ fn db_error(error: rusqlite::Error) -> StoreError {
 
 /// Ids must be unique within the batch; the stores check against stored ids themselves.
 fn check_batch_ids(batch: &Batch) -> Result<(), StoreError> {
-    let mut seen = HashSet::new();
-    for message in &batch.messages {
-        if !seen.insert(message.id.as_str()) {
-            return Err(duplicate(
-                "message",
-                &message.id,
-                "appears twice in the batch",
-            ));
-        }
-    }
-    let mut seen = HashSet::new();
-    for attachment in &batch.attachments {
-        if !seen.insert(attachment.id.as_str()) {
-            return Err(duplicate(
-                "attachment",
-                &attachment.id,
-                "appears twice in the batch",
-            ));
-        }
-    }
-    Ok(())
+    batch.check_ids()
 }
 
 fn duplicate(what: &str, id: &str, why: &str) -> StoreError {
@@ -206,10 +231,7 @@ fn duplicate(what: &str, id: &str, why: &str) -> StoreError {
 }
 
 fn unknown_message(id: &str) -> StoreError {
-    StoreError::new(
-        StoreErrorKind::UnknownMessage,
-        format!("cannot withdraw unknown message `{id}`; nothing was committed"),
-    )
+    StoreError::unknown_message(id)
 }
 
 // ---------------------------------------------------------------------------------------------

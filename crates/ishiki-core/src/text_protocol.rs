@@ -26,6 +26,13 @@
 //!
 //! Anything that starts like a call but cannot be read becomes [`Segment::Malformed`] with an
 //! error the model can act on; parsing never fails and never panics (SEC-3).
+//!
+//! The work is linear in the text: every search for a closing tag remembers where it found
+//! the next one (or that there is none), so thousands of unclosed `<parameter=` tags do not
+//! rescan the rest of the text each. At most [`MAX_CALLS`] calls are read from one message;
+//! the rest becomes one [`Segment::Malformed`] saying so.
+
+use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -36,6 +43,10 @@ const FUNCTION: &str = "<function=";
 const FUNCTION_END: &str = "</function>";
 const PARAMETER: &str = "<parameter=";
 const PARAMETER_END: &str = "</parameter>";
+
+/// The most calls (well-formed or malformed) read from one message; what follows is one
+/// malformed segment telling the model to split its calls.
+pub const MAX_CALLS: usize = 128;
 
 const JSON_FORM: &str = r#"<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>"#;
 const XML_FORM: &str =
@@ -69,12 +80,30 @@ pub enum Segment {
 /// Splits `text` into text, calls and malformed attempts. `schema_of` returns a tool's input
 /// JSON Schema (or `None` for an unknown tool); it only guides the XML form's value types.
 pub fn parse(text: &str, schema_of: &dyn Fn(&str) -> Option<Value>) -> Vec<Segment> {
+    parse_counted(text, schema_of).0
+}
+
+/// [`parse`], plus the number of bytes its searches examined: the measure of its work, for
+/// tests and fuzzing that check it stays linear in the length of the text.
+#[doc(hidden)]
+pub fn parse_counted(text: &str, schema_of: &dyn Fn(&str) -> Option<Value>) -> (Vec<Segment>, u64) {
+    let scan = Scan::new(text);
     let mut segments = Vec::new();
     let mut text_start = 0;
-    while let Some(found) = text[text_start..].find(OPEN) {
-        let open = text_start + found;
+    let mut calls = 0;
+    while let Some(open) = scan.find_open(text_start) {
         push_text(&mut segments, &text[text_start..open]);
-        let (result, end) = parse_call(text, open + OPEN.len(), schema_of);
+        if calls == MAX_CALLS {
+            segments.push(Segment::Malformed {
+                raw: text[open..].to_owned(),
+                error: format!(
+                    "too many tool calls in one message: only the first {MAX_CALLS} were read; make at most {MAX_CALLS} calls per message and the rest in the next one"
+                ),
+            });
+            return (segments, scan.work.get());
+        }
+        calls += 1;
+        let (result, end) = parse_call(&scan, open + OPEN.len(), schema_of);
         segments.push(match result {
             Ok(call) => Segment::Call(call),
             Err(error) => Segment::Malformed {
@@ -85,7 +114,70 @@ pub fn parse(text: &str, schema_of: &dyn Fn(&str) -> Option<Value>) -> Vec<Segme
         text_start = end;
     }
     push_text(&mut segments, &text[text_start..]);
-    segments
+    (segments, scan.work.get())
+}
+
+/// The last answer of a search for one needle: searched from `from`, the next occurrence is
+/// `found` (`None`: there is none after `from`).
+#[derive(Debug, Clone, Copy)]
+struct Memo {
+    from: usize,
+    found: Option<usize>,
+}
+
+/// The text and the memory of its searches. A search from `p` reuses the last answer for the
+/// same needle when that search started at or before `p` and found nothing before `p`: no
+/// byte is examined twice for the same needle, which keeps parsing linear.
+struct Scan<'a> {
+    text: &'a str,
+    open: Cell<Option<Memo>>,
+    close: Cell<Option<Memo>>,
+    parameter_end: Cell<Option<Memo>>,
+    work: Cell<u64>,
+}
+
+impl<'a> Scan<'a> {
+    fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            open: Cell::new(None),
+            close: Cell::new(None),
+            parameter_end: Cell::new(None),
+            work: Cell::new(0),
+        }
+    }
+
+    fn count(&self, bytes: usize) {
+        self.work.set(self.work.get().saturating_add(bytes as u64));
+    }
+
+    fn find(&self, memo: &Cell<Option<Memo>>, needle: &str, from: usize) -> Option<usize> {
+        if let Some(m) = memo.get()
+            && m.from <= from
+        {
+            match m.found {
+                None => return None,
+                Some(at) if at >= from => return Some(at),
+                Some(_) => {}
+            }
+        }
+        let found = self.text.get(from..)?.find(needle).map(|i| from + i);
+        self.count(found.map_or(self.text.len(), |at| at + needle.len()) - from);
+        memo.set(Some(Memo { from, found }));
+        found
+    }
+
+    fn find_open(&self, from: usize) -> Option<usize> {
+        self.find(&self.open, OPEN, from)
+    }
+
+    fn find_close(&self, from: usize) -> Option<usize> {
+        self.find(&self.close, CLOSE, from)
+    }
+
+    fn find_parameter_end(&self, from: usize) -> Option<usize> {
+        self.find(&self.parameter_end, PARAMETER_END, from)
+    }
 }
 
 /// The JSON form of `call`, as [`parse`] reads it back.
@@ -125,24 +217,28 @@ fn push_text(segments: &mut Vec<Segment>, text: &str) {
 
 /// The byte index after the first `</tool_call>` at or after `from`, or the end of the text:
 /// where a malformed attempt stops swallowing text.
-fn resync(text: &str, from: usize) -> usize {
-    match text[from..].find(CLOSE) {
-        Some(found) => from + found + CLOSE.len(),
-        None => text.len(),
+fn resync(scan: &Scan<'_>, from: usize) -> usize {
+    match scan.find_close(from) {
+        Some(found) => found + CLOSE.len(),
+        None => scan.text.len(),
     }
 }
 
-fn skip_whitespace(text: &str, from: usize) -> usize {
-    text[from..]
+fn skip_whitespace(scan: &Scan<'_>, from: usize) -> usize {
+    let text = scan.text;
+    let at = text[from..]
         .char_indices()
         .find(|(_, c)| !c.is_whitespace())
-        .map_or(text.len(), |(i, _)| from + i)
+        .map_or(text.len(), |(i, _)| from + i);
+    scan.count(at - from);
+    at
 }
 
 /// After a call's body: whitespace, then `</tool_call>` or the end of the text. Returns the
 /// end of the call, or the position of the unexpected text.
-fn expect_close(text: &str, from: usize) -> Result<usize, usize> {
-    let at = skip_whitespace(text, from);
+fn expect_close(scan: &Scan<'_>, from: usize) -> Result<usize, usize> {
+    let text = scan.text;
+    let at = skip_whitespace(scan, from);
     if at == text.len() {
         Ok(at)
     } else if text[at..].starts_with(CLOSE) {
@@ -157,21 +253,22 @@ fn malformed(problem: &str, form: &str) -> String {
 }
 
 fn parse_call(
-    text: &str,
+    scan: &Scan<'_>,
     body: usize,
     schema_of: &dyn Fn(&str) -> Option<Value>,
 ) -> (Result<ParsedCall, String>, usize) {
-    let start = skip_whitespace(text, body);
+    let text = scan.text;
+    let start = skip_whitespace(scan, body);
     let rest = &text[start..];
     if rest.starts_with('{') {
-        json_call(text, start)
+        json_call(scan, start)
     } else if rest.starts_with(FUNCTION) {
-        xml_call(text, start, schema_of)
+        xml_call(scan, start, schema_of)
     } else if rest.is_empty() || rest.starts_with(CLOSE) {
         let both = format!("{JSON_FORM} or {XML_FORM}");
         (
             Err(malformed("the tool call is empty", &both)),
-            resync(text, start),
+            resync(scan, start),
         )
     } else {
         let both = format!("{JSON_FORM} or {XML_FORM}");
@@ -180,24 +277,27 @@ fn parse_call(
                 "expected a JSON object or <function=NAME> after <tool_call>",
                 &both,
             )),
-            resync(text, start),
+            resync(scan, start),
         )
     }
 }
 
-fn json_call(text: &str, start: usize) -> (Result<ParsedCall, String>, usize) {
+fn json_call(scan: &Scan<'_>, start: usize) -> (Result<ParsedCall, String>, usize) {
+    let text = scan.text;
     let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
-    match stream.next() {
+    let next = stream.next();
+    scan.count(stream.byte_offset());
+    match next {
         Some(Ok(value)) => {
             let after = start + stream.byte_offset();
-            match expect_close(text, after) {
+            match expect_close(scan, after) {
                 Ok(end) => (call_from_json(value), end),
                 Err(at) => (
                     Err(malformed(
                         "unexpected text after the JSON object (close the call with </tool_call>)",
                         JSON_FORM,
                     )),
-                    resync(text, at),
+                    resync(scan, at),
                 ),
             }
         }
@@ -213,12 +313,12 @@ fn json_call(text: &str, start: usize) -> (Result<ParsedCall, String>, usize) {
                 &format!("invalid JSON after <tool_call>: {error}"),
                 JSON_FORM,
             )),
-            resync(text, start),
+            resync(scan, start),
         ),
         // `start` is at a `{`, so the stream yields at least an error; keep a safe answer.
         None => (
             Err(malformed("the tool call is empty", JSON_FORM)),
-            resync(text, start),
+            resync(scan, start),
         ),
     }
 }
@@ -291,8 +391,11 @@ fn call_from_json(value: Value) -> Result<ParsedCall, String> {
 
 /// The name inside `<function=NAME>` or `<parameter=NAME>` starting at `from`, and the index
 /// after its `>`. A name may not span lines or contain `<`: that means the tag was not closed.
-fn tag_name(text: &str, from: usize) -> Option<(&str, usize)> {
-    let close = text[from..].find(['>', '<', '\n'])?;
+fn tag_name<'a>(scan: &Scan<'a>, from: usize) -> Option<(&'a str, usize)> {
+    let text = scan.text;
+    let found = text[from..].find(['>', '<', '\n']);
+    scan.count(found.map_or(text.len() - from, |i| i + 1));
+    let close = found?;
     if !text[from + close..].starts_with('>') {
         return None;
     }
@@ -301,13 +404,14 @@ fn tag_name(text: &str, from: usize) -> Option<(&str, usize)> {
 }
 
 fn xml_call(
-    text: &str,
+    scan: &Scan<'_>,
     start: usize,
     schema_of: &dyn Fn(&str) -> Option<Value>,
 ) -> (Result<ParsedCall, String>, usize) {
-    let fail = |problem: &str, at: usize| (Err(malformed(problem, XML_FORM)), resync(text, at));
+    let text = scan.text;
+    let fail = |problem: &str, at: usize| (Err(malformed(problem, XML_FORM)), resync(scan, at));
 
-    let Some((name, mut pos)) = tag_name(text, start + FUNCTION.len()) else {
+    let Some((name, mut pos)) = tag_name(scan, start + FUNCTION.len()) else {
         return fail(
             "the <function=NAME> tag needs a tool name and a closing >",
             start,
@@ -316,7 +420,7 @@ fn xml_call(
     let schema = schema_of(name);
     let mut arguments = Map::new();
     loop {
-        pos = skip_whitespace(text, pos);
+        pos = skip_whitespace(scan, pos);
         let rest = &text[pos..];
         if rest.starts_with(FUNCTION_END) {
             pos += FUNCTION_END.len();
@@ -345,10 +449,13 @@ fn xml_call(
                 pos,
             );
         }
-        let Some((key, value_start)) = tag_name(text, pos + PARAMETER.len()) else {
+        let Some((key, value_start)) = tag_name(scan, pos + PARAMETER.len()) else {
             return fail("a <parameter=KEY> tag needs a key and a closing >", pos);
         };
-        let Some(length) = text[value_start..].find(PARAMETER_END) else {
+        let Some(length) = scan
+            .find_parameter_end(value_start)
+            .map(|at| at - value_start)
+        else {
             return fail(
                 &format!("parameter `{key}` is not closed with </parameter>"),
                 value_start,
@@ -362,7 +469,7 @@ fn xml_call(
         arguments.insert(key.to_owned(), value);
         pos = value_start + length + PARAMETER_END.len();
     }
-    match expect_close(text, pos) {
+    match expect_close(scan, pos) {
         Ok(end) => (
             Ok(ParsedCall {
                 name: name.to_owned(),

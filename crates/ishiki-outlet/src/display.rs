@@ -72,13 +72,19 @@ pub struct Media {
 }
 
 impl Media {
-    /// Media without a known URL: its bytes are archived.
+    /// Media of a declared type without a known URL: its bytes are archived.
     pub fn new(media_type: impl Into<String>, data: Vec<u8>) -> Self {
         Self {
             media_type: media_type.into(),
             data,
             url: None,
         }
+    }
+
+    /// Media whose type the outlet takes from the bytes (magic numbers), for callers that
+    /// have no declared type.
+    pub fn sniffed(data: Vec<u8>) -> Self {
+        Self::new(String::new(), data)
     }
 
     /// The same media, known to come from `url`.

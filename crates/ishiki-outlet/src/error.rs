@@ -8,9 +8,13 @@ use std::fmt;
 pub enum OutletErrorKind {
     /// The artifact store could not archive media or an over-long text (OUT-3, OUT-5).
     Archive,
+    /// [`Outlet::next_page`](crate::Outlet::next_page) was given a continuation this outlet
+    /// cannot read: not an artifact of its store, or a malformed `offset`.
+    Continuation,
 }
 
-/// An error from the outlet. Paging itself cannot fail; only archiving can.
+/// An error from the outlet. Paging itself cannot fail; archiving and reading an archived
+/// page back can.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutletError {
     kind: OutletErrorKind,

@@ -24,23 +24,21 @@
 //! the `read` input for the next page ([`continue_line`]); removing that line and its `\n`
 //! gives the body ([`Emitted::body`]).
 //!
-//! The crate depends only on `ishiki-resources` (for [`ArtifactStore`] and [`ReadSource`]); it
-//! knows nothing about projection, lifetimes or catalogs.
-//!
-//! [`ArtifactStore`]: ishiki_resources::ArtifactStore
-//! [`ReadSource`]: ishiki_resources::ReadSource
+//! The crate depends only on `ishiki-resources`, whose [`ArtifactStore`], [`DiskArtifactStore`]
+//! and [`ReadSource`] it re-exports so a user needs no second dependency; it knows nothing
+//! about projection, lifetimes or catalogs. [`Outlet::next_page`] follows a continuation into an
+//! archived result; FileScheme continuations are read through the resource center.
 //!
 //! # Example
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ishiki_outlet::{Budget, Display, Outlet};
-//! use ishiki_resources::{ArtifactStore, DiskArtifactStore, ReadSource};
+//! use ishiki_outlet::{Budget, DiskArtifactStore, Display, Outlet};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
 //! let store = Arc::new(DiskArtifactStore::open(dir.path())?);
-//! let outlet = Outlet::new(store.clone()).with_budget(Budget::new(6, 1000));
+//! let outlet = Outlet::new(store.clone()).with_budget(Budget::default().with_max_lines(6).with_max_units(1000));
 //!
 //! // A short result reaches the model unchanged.
 //! let short = outlet.emit("bash", Display::text("ok\n"))?;
@@ -55,13 +53,9 @@
 //! assert!(next.url.starts_with("artifact://bash/") && next.url.ends_with("?offset=28"));
 //! assert!(first.text.lines().last().is_some_and(|l| l.starts_with("[Continue")));
 //!
-//! // The next page is a read of that artifact: the resource center returns its text from the
-//! // offset with a read source, and the outlet pages it with the artifact's own URL.
-//! let (url, _) = next.url.split_once('?').ok_or("no query")?;
-//! let all = String::from_utf8(store.get(url)?)?;
-//! let source = ReadSource { url: url.into(), offset: 28, total: all.len() as u64, snapshot: true };
-//! let second = outlet.emit_read_text(&all[28..], &source);
-//! // The rest fits: it is the last page, without an anchor.
+//! // The next page comes from that artifact, never from the tool again. The rest fits: it is
+//! // the last page, without an anchor.
+//! let second = outlet.next_page(&next)?;
 //! assert_eq!(second.text, "line 5\nline 6\nline 7\nline 8\nline 9\nline 10\n");
 //! assert!(second.continuation.is_none());
 //! # Ok(())
@@ -77,3 +71,5 @@ pub use display::{Display, DisplayPart, Media, MediaRef, marker};
 pub use error::{OutletError, OutletErrorKind};
 pub use outlet::{Continuation, Emitted, Outlet, continue_line};
 pub use page::{Budget, Cut, first_page, line_count, utf16_len};
+
+pub use ishiki_resources::{ArtifactStore, DiskArtifactStore, ReadSource};

@@ -179,6 +179,49 @@ impl Outlet {
         }
     }
 
+    /// The next page of an *archived* result: reads the artifact behind `continuation` from this
+    /// outlet's store and pages it from the continuation's `offset` (OUT-5, OUT-7). The artifact
+    /// is a snapshot, so every page comes from the same bytes (OUT-8).
+    ///
+    /// Continuations of FileScheme text (`workspace://`, `local://`) are read through the
+    /// resource center instead, which owns those schemes: pass the URL to its `read` and the
+    /// result to [`Outlet::emit_read_text`]. Such a continuation is an error here.
+    pub fn next_page(&self, continuation: &Continuation) -> Result<Emitted, OutletError> {
+        let fail = |message: String| OutletError::new(OutletErrorKind::Continuation, message);
+        let (url, query) = continuation
+            .url
+            .split_once('?')
+            .unwrap_or((continuation.url.as_str(), ""));
+        if !url.starts_with("artifact://") {
+            return Err(fail(format!(
+                "{url} is not an artifact; read it through the resource center"
+            )));
+        }
+        let mut offset = 0usize;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("offset", value)) => {
+                    offset = value
+                        .parse()
+                        .map_err(|_| fail(format!("offset {value:?} is not a byte offset")))?;
+                }
+                _ => return Err(fail(format!("unexpected parameter {pair:?} in {url}"))),
+            }
+        }
+        let bytes = self.artifacts.get(url).map_err(|e| fail(e.to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|_| fail(format!("{url} is not text")))?;
+        let rest = text
+            .get(offset..)
+            .ok_or_else(|| fail(format!("offset {offset} is not inside {url}")))?;
+        let source = ReadSource {
+            url: url.to_owned(),
+            offset: offset as u64,
+            total: text.len() as u64,
+            snapshot: true,
+        };
+        Ok(self.emit_read_text(rest, &source))
+    }
+
     /// Archives one media item for an attachment list (codemode's final `attachments[]`,
     /// CM-7), without any text: bytes become `artifact://<tool>/<name>`, an already persisted
     /// `artifact://` or `asset://` URL is reused as is.

@@ -39,12 +39,18 @@ impl Budget {
     /// The default UTF-16 code unit budget (OUT-4).
     pub const DEFAULT_MAX_UNITS: usize = 30_000;
 
-    /// A budget of `max_lines` lines and `max_units` UTF-16 code units.
-    pub fn new(max_lines: usize, max_units: usize) -> Self {
-        Self {
-            max_lines,
-            max_units,
-        }
+    /// The same budget with at most `max_lines` lines per page, Continue line included.
+    ///
+    /// Two setters rather than `new(usize, usize)`: two counts of the same type are easy to
+    /// swap. `Budget::default().with_max_lines(6).with_max_units(1000)`.
+    pub fn with_max_lines(self, max_lines: usize) -> Self {
+        Self { max_lines, ..self }
+    }
+
+    /// The same budget with at most `max_units` UTF-16 code units per page, Continue line and
+    /// separator included.
+    pub fn with_max_units(self, max_units: usize) -> Self {
+        Self { max_units, ..self }
     }
 
     /// True when `text` is shown whole: at most `max_lines` lines and `max_units` units.
@@ -60,7 +66,10 @@ impl Budget {
 
 impl Default for Budget {
     fn default() -> Self {
-        Self::new(Self::DEFAULT_MAX_LINES, Self::DEFAULT_MAX_UNITS)
+        Self {
+            max_lines: Self::DEFAULT_MAX_LINES,
+            max_units: Self::DEFAULT_MAX_UNITS,
+        }
     }
 }
 
@@ -214,7 +223,7 @@ pub struct Cut {
 
 impl Cut {
     /// The page text the model sees: the body alone when it is the end of the range, otherwise
-    /// body, `\n`, Continue line (SCENARIO.md "Transcript events").
+    /// body, `\n`, Continue line (docs/scenario-format.md "Transcript events").
     pub fn page_text(&self, text: &str) -> String {
         let body = text.get(..self.body_len).unwrap_or(text);
         match &self.continue_line {
@@ -338,7 +347,14 @@ mod tests {
 
     #[test]
     fn out4_short_text_is_whole_without_anchor() {
-        let cut = first_page("hello\n", Budget::new(3, 100), line);
+        let cut = first_page(
+            "hello\n",
+            Budget {
+                max_lines: 3,
+                max_units: 100,
+            },
+            line,
+        );
         assert_eq!(cut.body_len, 6);
         assert_eq!(cut.continue_line, None);
         assert_eq!(cut.page_text("hello\n"), "hello\n");
@@ -347,7 +363,14 @@ mod tests {
     #[test]
     fn out7_cut_prefers_line_end() {
         let text = "one\ntwo\nthree four five six seven\n";
-        let cut = first_page(text, Budget::new(100, 30), line);
+        let cut = first_page(
+            text,
+            Budget {
+                max_lines: 100,
+                max_units: 30,
+            },
+            line,
+        );
         // "[Continue at 34]" is 16 units, plus the separator: 13 units of body remain.
         assert_eq!(&text[..cut.body_len], "one\ntwo\n");
         assert_eq!(cut.continue_line.as_deref(), Some("[Continue at 8]"));
@@ -356,7 +379,14 @@ mod tests {
     #[test]
     fn out7_long_line_cut_mid_line_on_char_boundary() {
         let text = "😀".repeat(100);
-        let cut = first_page(&text, Budget::new(100, 30), line);
+        let cut = first_page(
+            &text,
+            Budget {
+                max_lines: 100,
+                max_units: 30,
+            },
+            line,
+        );
         // 30 - 18 (Continue line and separator) = 12 units: six astral characters, never half a
         // surrogate pair.
         assert_eq!(cut.body_len, 6 * 4);
@@ -364,14 +394,28 @@ mod tests {
 
     #[test]
     fn out7_tiny_budget_still_advances_one_char() {
-        let cut = first_page("😀😀", Budget::new(1, 1), line);
+        let cut = first_page(
+            "😀😀",
+            Budget {
+                max_lines: 1,
+                max_units: 1,
+            },
+            line,
+        );
         assert_eq!(cut.body_len, 4);
         assert!(cut.continue_line.is_some());
     }
 
     #[test]
     fn out7_forced_last_character_has_no_anchor() {
-        let cut = first_page(" ", Budget::new(0, 0), line);
+        let cut = first_page(
+            " ",
+            Budget {
+                max_lines: 0,
+                max_units: 0,
+            },
+            line,
+        );
         assert_eq!(cut.body_len, 1);
         assert_eq!(cut.continue_line, None);
     }
@@ -379,7 +423,14 @@ mod tests {
     #[test]
     fn out4_line_budget_counts_separator_and_continue_line() {
         let text = "a\n".repeat(10);
-        let cut = first_page(&text, Budget::new(5, 1000), line);
+        let cut = first_page(
+            &text,
+            Budget {
+                max_lines: 5,
+                max_units: 1000,
+            },
+            line,
+        );
         // 3 body lines + the separator's blank line + the Continue line = 5 lines.
         assert_eq!(&text[..cut.body_len], "a\na\na\n");
         assert_eq!(cut.page_text(&text).lines().count(), 5);

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind};
+use crate::limits::ImageLimits;
 
 /// How many requests an attachment's bytes may appear in (PRJ-4..PRJ-7).
 #[derive(
@@ -45,6 +46,10 @@ pub struct AttachmentConfig {
     pub max_image_count: usize,
     /// Pixel limit for each side of an image (`maxImageDimension`, default 1568).
     pub max_image_dimension: u32,
+    /// The main model's provider limits (from `models.yaml`, not the profile): enforced
+    /// together with the budgets above, the stricter of each pair applies. None by default.
+    #[serde(skip)]
+    pub provider_limits: ImageLimits,
 }
 
 impl Default for AttachmentConfig {
@@ -59,6 +64,7 @@ impl Default for AttachmentConfig {
             max_total_image_bytes: 10_485_760,
             max_image_count: 4,
             max_image_dimension: 1568,
+            provider_limits: ImageLimits::default(),
         }
     }
 }

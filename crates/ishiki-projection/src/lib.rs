@@ -15,11 +15,15 @@
 //!   `recentImageCount` reaches `imagePruneBatchSize` (PRJ-5; `recent` audio is counted among
 //!   audio the same way); `retain` is selected every request while its source is active (PRJ-6);
 //! - per-request budgets (`maxImageCount`, `maxImageBytes`, `maxTotalImageBytes`,
-//!   `maxImageDimension`): unviewed first in arrival order, then viewed `retain` in arrival
-//!   order, then viewed `recent` newest first; what does not fit waits, except a viewed `recent`
-//!   image, which is released (PRJ-8);
-//! - terminal reasons (capability off, unsupported, over a per-image limit, not downloaded) are
-//!   stated once; unreadable-now and over-capacity are retried (PRJ-9, PRJ-10);
+//!   `maxImageDimension`) together with the main model's provider limits ([`ImageLimits`]:
+//!   images and base64 bytes per request, the many-images side rule; the stricter applies):
+//!   unviewed first in arrival order, then viewed `retain` in arrival order, then viewed
+//!   `recent` newest first; what does not fit waits, except a viewed `recent` image, which is
+//!   released — in whole `imagePruneBatchSize` batches, like pruning, so a budget does not break
+//!   the prefix cache in every request (PRJ-8);
+//! - terminal reasons (capability off, unsupported, over a per-image limit of the profile or
+//!   the provider, refused by the provider, not downloaded) are stated once; unreadable-now and
+//!   over-capacity are retried (PRJ-9, PRJ-10);
 //! - with image input off, messages only say that visual content was not provided (PRJ-12);
 //! - message ids, order and timestamps derive from the sources, so an unchanged selection
 //!   gives an unchanged prefix (PRJ-14).
@@ -80,6 +84,7 @@
 
 mod config;
 mod error;
+mod limits;
 mod project;
 mod record;
 mod state;
@@ -87,6 +92,7 @@ mod wording;
 
 pub use config::{AttachmentConfig, Lifetime, effective_image_input};
 pub use error::{Error, ErrorKind};
+pub use limits::{ImageLimits, encoded_len};
 pub use project::{AttachmentContent, AttachmentMessage, Projection, ProjectionInput, project};
 pub use record::{AttachmentRecord, SourceLink, Verdict};
 pub use state::{DeliveryState, PendingChange, RecordState};

@@ -11,9 +11,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{AttachmentConfig, Lifetime};
+use crate::limits::encoded_len;
 use crate::record::{AttachmentRecord, MediaKind, SourceLink, Verdict};
 use crate::state::{DeliveryState, Mark, PendingChange};
-use crate::wording::{self, Reason, Shortfall};
+use crate::wording::{self, ProviderLimit, Reason, Shortfall};
 
 /// Everything one projection reads. The caller gathers it; projection does no I/O.
 pub struct ProjectionInput<'a> {
@@ -202,6 +203,7 @@ fn classify(record: &AttachmentRecord, kind: MediaKind, input: &ProjectionInput<
         Verdict::NotDownloaded { reason } => {
             return Outcome::Reason(Reason::NotDownloaded(reason));
         }
+        Verdict::Rejected { reason } => return Outcome::Reason(Reason::Rejected(reason)),
     };
     // A limit the image can never meet is terminal even while the bytes are unreadable:
     // retrying would only repeat a wait that cannot end.
@@ -216,7 +218,10 @@ fn classify(record: &AttachmentRecord, kind: MediaKind, input: &ProjectionInput<
     }
 }
 
-/// The per-image limits of PRJ-9, checked on the record itself.
+/// The per-image limits of PRJ-9, checked on the record itself: the profile's first (so its
+/// reasons read as before), then the provider's (see [`ImageLimits`]).
+///
+/// [`ImageLimits`]: crate::ImageLimits
 fn over_limit(record: &AttachmentRecord, config: &AttachmentConfig) -> Option<Reason> {
     if record.bytes > config.max_image_bytes {
         return Some(Reason::OverImageBytes);
@@ -224,14 +229,45 @@ fn over_limit(record: &AttachmentRecord, config: &AttachmentConfig) -> Option<Re
     if record.bytes > config.max_total_image_bytes {
         return Some(Reason::OverTotalBytes);
     }
-    match record.dimensions {
-        Some((width, height))
-            if width > config.max_image_dimension || height > config.max_image_dimension =>
-        {
-            Some(Reason::OverDimension { width, height })
-        }
-        _ => None,
+    if let Some((width, height)) = record.dimensions
+        && (width > config.max_image_dimension || height > config.max_image_dimension)
+    {
+        return Some(Reason::OverDimension { width, height });
     }
+    let limits = &config.provider_limits;
+    let encoded = encoded_len(record.bytes);
+    if let Some(max) = limits.image_bytes
+        && encoded > max
+    {
+        return Some(Reason::OverProvider(ProviderLimit::ImageBytes { max }));
+    }
+    if let Some(max) = limits.request_bytes
+        && encoded > max
+    {
+        return Some(Reason::OverProvider(ProviderLimit::RequestBytes { max }));
+    }
+    let (width, height) = record.dimensions?;
+    let over = |max: u32| width > max || height > max;
+    if let Some(max) = limits.dimension
+        && over(max)
+    {
+        return Some(Reason::OverProvider(ProviderLimit::Dimension {
+            width,
+            height,
+            max,
+        }));
+    }
+    // A many-images rule that starts at 0 images applies to every request: terminal too.
+    if let Some((0, max)) = limits.many()
+        && over(max)
+    {
+        return Some(Reason::OverProvider(ProviderLimit::Dimension {
+            width,
+            height,
+            max,
+        }));
+    }
+    None
 }
 
 /// PRJ-5: count the active `recent` items of `kind` (viewed and unviewed, readable now or not);
@@ -272,6 +308,14 @@ fn prune_recent(items: &mut [Item<'_>], kind: MediaKind, config: &AttachmentConf
 /// PRJ-8: fill the request's image budget in the Decision order — unviewed in arrival order,
 /// viewed `retain` in arrival order, viewed `recent` newest first. An image that does not fit
 /// what is left is skipped, and later ones may still fit.
+///
+/// The budget is the profile's and the provider's together: the stricter count, the profile's
+/// total bytes and the provider's base64 request bytes, and the many-images rule (once an
+/// image over its side limit is in, the request holds at most that many images).
+///
+/// Viewed `recent` images the budget leaves out are released in whole prune batches
+/// (`imagePruneBatchSize`), oldest first: releasing one per request would change an earlier
+/// message in every request and break the provider's prefix cache each time.
 fn select_images(items: &mut [Item<'_>], config: &AttachmentConfig) {
     let candidates = |pred: &dyn Fn(&Item<'_>) -> bool| -> Vec<usize> {
         let mut v: Vec<usize> = (0..items.len())
@@ -288,29 +332,79 @@ fn select_images(items: &mut [Item<'_>], config: &AttachmentConfig) {
     let mut recent = candidates(&|it| it.viewed && it.lifetime == Lifetime::Recent);
     recent.reverse();
 
-    let mut count_left = config.max_image_count;
+    let limits = &config.provider_limits;
+    let count_limit = config
+        .max_image_count
+        .min(limits.images.unwrap_or(usize::MAX));
+    let many = limits.many();
+    let mut selected = 0usize;
+    let mut big_selected = false;
     let mut bytes_left = config.max_total_image_bytes;
-    for i in unviewed.into_iter().chain(retain).chain(recent) {
+    let mut encoded_left = limits.request_bytes.unwrap_or(u64::MAX);
+    let mut released = 0usize;
+    for i in unviewed
+        .into_iter()
+        .chain(retain)
+        .chain(recent.iter().copied())
+    {
         let item = &mut items[i];
         let bytes = item.record.bytes;
-        if count_left > 0 && bytes <= bytes_left {
-            item.outcome = Outcome::Embed;
-            count_left -= 1;
-            bytes_left -= bytes;
-            continue;
-        }
-        item.outcome = if !item.viewed {
-            let shortfall = if count_left == 0 {
-                Shortfall::Count
-            } else {
-                Shortfall::Bytes { left: bytes_left }
-            };
-            Outcome::Reason(Reason::NoCapacity(shortfall))
-        } else if item.lifetime == Lifetime::Retain {
-            Outcome::Silent
-        } else {
-            Outcome::Released
+        let encoded = encoded_len(bytes);
+        let big = many.is_some_and(|(_, side)| {
+            item.record
+                .dimensions
+                .is_some_and(|(w, h)| w > side || h > side)
+        });
+        let cap = match many {
+            Some((above, _)) if big || big_selected => count_limit.min(above),
+            _ => count_limit,
         };
+        let shortfall = if selected >= count_limit {
+            Some(Shortfall::Count)
+        } else if selected >= cap {
+            Some(Shortfall::ManyImages)
+        } else if bytes > bytes_left {
+            Some(Shortfall::Bytes { left: bytes_left })
+        } else if encoded > encoded_left {
+            Some(Shortfall::RequestBytes { left: encoded_left })
+        } else {
+            None
+        };
+        match shortfall {
+            None => {
+                item.outcome = Outcome::Embed;
+                selected += 1;
+                big_selected |= big;
+                bytes_left -= bytes;
+                encoded_left -= encoded;
+            }
+            Some(shortfall) if !item.viewed => {
+                item.outcome = Outcome::Reason(Reason::NoCapacity(shortfall));
+            }
+            Some(_) if item.lifetime == Lifetime::Retain => item.outcome = Outcome::Silent,
+            Some(_) => {
+                item.outcome = Outcome::Released;
+                released += 1;
+            }
+        }
+    }
+
+    // Round the budget's releases up to a whole batch with the oldest viewed `recent` images
+    // still selected: they would be the next to go, one request later each.
+    let batch = config.image_prune_batch_size.max(1);
+    let mut extra = if released.is_multiple_of(batch) {
+        0
+    } else {
+        batch - released % batch
+    };
+    for &i in recent.iter().rev() {
+        if extra == 0 {
+            break;
+        }
+        if items[i].outcome == Outcome::Embed {
+            items[i].outcome = Outcome::Released;
+            extra -= 1;
+        }
     }
 }
 

@@ -83,6 +83,12 @@ pub enum Verdict {
         /// Why it was not stored, for the model.
         reason: String,
     },
+    /// The provider refused a request because of these bytes (an HTTP 400 about the image):
+    /// terminal, stated once, so the next request can succeed.
+    Rejected {
+        /// The provider's message, for the model.
+        reason: String,
+    },
 }
 
 /// What kind of media a record holds, from its media type.

@@ -19,12 +19,16 @@ pub(crate) enum Reason {
     Unsupported(String),
     /// Terminal: inbound media was never stored (RES-9).
     NotDownloaded(String),
+    /// Terminal: the provider refused a request because of it.
+    Rejected(String),
     /// Terminal: the image alone is over `maxImageBytes`.
     OverImageBytes,
     /// Terminal: the image alone is over `maxTotalImageBytes`.
     OverTotalBytes,
     /// Terminal: a side is over `maxImageDimension`.
     OverDimension { width: u32, height: u32 },
+    /// Terminal: the image alone is over a limit of the model's provider.
+    OverProvider(ProviderLimit),
     /// Non-terminal: not readable now (PRJ-10).
     Unavailable(String),
     /// Non-terminal: the request's image budget is taken (PRJ-8, PRJ-10).
@@ -38,6 +42,22 @@ pub(crate) enum Shortfall {
     Count,
     /// Fewer bytes than the image needs are left of `maxTotalImageBytes`.
     Bytes { left: u64 },
+    /// Less base64 than the image needs is left of the provider's request limit.
+    RequestBytes { left: u64 },
+    /// The image is over the provider's many-images side limit and the request already holds
+    /// as many images as that rule allows.
+    ManyImages,
+}
+
+/// A provider limit one image alone is over (see [`crate::ImageLimits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProviderLimit {
+    /// Its base64 is over the per-image limit.
+    ImageBytes { max: u64 },
+    /// Its base64 is over the limit for all images of one request.
+    RequestBytes { max: u64 },
+    /// A side is over the per-image pixel limit.
+    Dimension { width: u32, height: u32, max: u32 },
 }
 
 impl Reason {
@@ -92,6 +112,10 @@ pub(crate) fn reason_text(
         Reason::NotDownloaded(why) => {
             format!("{head} not provided: the media was not downloaded ({why}).")
         }
+        Reason::Rejected(why) => format!(
+            "{head} not provided: the provider refused the request that carried it ({why}).{}",
+            instead(url, vision)
+        ),
         Reason::OverImageBytes => {
             let (size, limit) = sizes(bytes, config.max_image_bytes);
             format!(
@@ -114,15 +138,71 @@ pub(crate) fn reason_text(
             config.max_image_dimension,
             instead(url, vision)
         ),
+        Reason::OverProvider(limit) => {
+            let who = config.provider_limits.who();
+            let what = match *limit {
+                ProviderLimit::ImageBytes { max } => {
+                    let (encoded, max) = sizes(crate::encoded_len(bytes), max);
+                    format!(
+                        "its size {} ({encoded} as base64) is over the {who} limit of {max} of \
+                         base64 per image",
+                        human(bytes)
+                    )
+                }
+                ProviderLimit::RequestBytes { max } => {
+                    let (encoded, max) = sizes(crate::encoded_len(bytes), max);
+                    format!(
+                        "its size {} ({encoded} as base64) is over the {who} limit of {max} of \
+                         base64 for all images of one request",
+                        human(bytes)
+                    )
+                }
+                ProviderLimit::Dimension { width, height, max } => format!(
+                    "its {width}x{height} pixels are over the {who} limit of {max} px per side"
+                ),
+            };
+            format!(
+                "{head} image not provided: {what}; images are never resized.{}",
+                instead(url, vision)
+            )
+        }
         Reason::Unavailable(why) => format!(
             "{head} not provided in this request: it could not be read ({why}). \
              It will be tried again in the next request."
         ),
-        Reason::NoCapacity(Shortfall::Count) => format!(
-            "{head} image not provided in this request: its image slots (maxImageCount {}) are all \
-             taken. It will follow in a later request.",
-            config.max_image_count
-        ),
+        Reason::NoCapacity(Shortfall::Count) => match config.provider_limits.images {
+            Some(n) if n < config.max_image_count => format!(
+                "{head} image not provided in this request: its image slots (the {} limit of {n} \
+                 images per request) are all taken. It will follow in a later request.",
+                config.provider_limits.who()
+            ),
+            _ => format!(
+                "{head} image not provided in this request: its image slots (maxImageCount {}) \
+                 are all taken. It will follow in a later request.",
+                config.max_image_count
+            ),
+        },
+        Reason::NoCapacity(Shortfall::RequestBytes { left }) => {
+            let limits = &config.provider_limits;
+            format!(
+                "{head} image not provided in this request: it needs {} of base64 and only {} of \
+                 the {} limit of {} per request is left. It will follow in a later request.",
+                human(crate::encoded_len(bytes)),
+                human(*left),
+                limits.who(),
+                human(limits.request_bytes.unwrap_or(u64::MAX))
+            )
+        }
+        Reason::NoCapacity(Shortfall::ManyImages) => {
+            let limits = &config.provider_limits;
+            let (above, side) = limits.many().unwrap_or((0, 0));
+            format!(
+                "{head} image not provided in this request: {} accepts images over {side} px per \
+                 side only in requests with at most {above} images, and this request is full. \
+                 It will follow in a later request.",
+                limits.who()
+            )
+        }
         Reason::NoCapacity(Shortfall::Bytes { left }) => {
             let (size, left) = sizes(bytes, *left);
             format!(

@@ -13,7 +13,9 @@ use crate::{Error, ErrorKind, FileScheme};
 /// Host files under named roots: `local:///docs/a.txt` reads below the root named `""`,
 /// `local://name/docs/a.txt` below the root named `name`. Never writes.
 ///
-/// Roots are canonicalised at each read, so a root may be created after the scheme.
+/// Roots are opened at each read, so a root may be created after the scheme; the path below
+/// a root is then resolved beneath that directory handle, so a swapped-in symlink cannot lead
+/// a read outside (SEC-2). A root is host configuration, not something the model names.
 #[derive(Debug, Clone)]
 pub struct LocalScheme {
     roots: Vec<(String, PathBuf)>,
@@ -41,17 +43,20 @@ impl LocalScheme {
         self
     }
 
-    /// The host path of an existing file or directory named by a `local://` URL, after all
-    /// path-safety checks (the URL text is checked before parsing).
+    /// The canonical host path of an existing file or directory named by a `local://` URL,
+    /// after all path-safety checks (the URL text is checked before parsing).
+    ///
+    /// The answer is true when it is given; opening the path later by name is not protected
+    /// against a concurrent swap. Read through the scheme for that.
     pub fn resolve(&self, url: &str) -> Result<PathBuf, Error> {
         path_safety::check_url_text(url)?;
         let parsed = crate::parse_url(url)?;
         let (root, segments) = self.locate(&parsed, url)?;
-        path_safety::resolve_existing(&root, &segments, url)
+        root.resolve(&segments, url)
     }
 
-    /// The canonical root and the checked segments of a parsed URL.
-    fn locate(&self, url: &Url, shown: &str) -> Result<(PathBuf, Vec<String>), Error> {
+    /// The opened root and the checked segments of a parsed URL.
+    fn locate(&self, url: &Url, shown: &str) -> Result<(path_safety::Root, Vec<String>), Error> {
         if url.scheme() != "local"
             || url.cannot_be_a_base()
             || !url.username().is_empty()
@@ -84,7 +89,7 @@ impl LocalScheme {
             ));
         };
         let segments = path_safety::url_segments(url, shown)?;
-        let root = std::fs::canonicalize(dir).map_err(|_| {
+        let root = path_safety::Root::open(dir).map_err(|_| {
             Error::new(
                 ErrorKind::NotFound,
                 format!(
@@ -108,10 +113,6 @@ impl FileScheme for LocalScheme {
         let shown = url.as_str().to_owned();
         let (root, segments) = self.locate(url, &shown)?;
         let max = self.max_read_bytes;
-        crate::blocking(move || {
-            let path = path_safety::resolve_existing(&root, &segments, &shown)?;
-            path_safety::read_regular_file(&path, &shown, max)
-        })
-        .await
+        crate::blocking(move || root.read_file(&segments, &shown, max)).await
     }
 }

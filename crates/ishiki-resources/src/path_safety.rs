@@ -6,11 +6,16 @@
 //! 2. [`check_segment`] looks at each percent-decoded path segment: no dot segments, no hidden
 //!    `/` or `\`, no control characters, no second layer of percent-encoding, no Unicode
 //!    look-alikes of `.`, `/`, `\` or `%` that some later normalisation could turn into real ones.
-//! 3. [`resolve_existing`] / [`resolve_for_write`] walk the segments one by one below the
-//!    canonical root and follow a symlink only when its canonical target stays inside.
+//! 3. [`Root`] opens the root directory once and resolves every path *beneath* that handle
+//!    (cap-std: `openat2(RESOLVE_BENEATH)` where the kernel has it, a per-component walk
+//!    otherwise). Reads check the file they opened; writes create and open the parent beneath
+//!    the root and make the temporary file and the rename inside it. No path is ever checked
+//!    and then opened again by name, so another process swapping a checked file or directory
+//!    for a symlink cannot lead a read or a write outside. Relative symlinks that stay inside
+//!    are followed; ones that leave, loop or are absolute are refused.
 //!
-//! What this cannot do: close the race in which another process swaps a checked directory for
-//! a symlink between the check and the open (that needs `openat2(RESOLVE_BENEATH)`).
+//! When cap-std refuses a path, the segments are walked once more on host paths only to name
+//! the symlink responsible in the message; nothing is opened from that walk.
 
 use std::fs;
 use std::io::{self, Read as _};
@@ -283,136 +288,296 @@ fn follow_symlink(
     }
 }
 
-/// The host path of an existing file or directory below the canonical `root`.
-pub(crate) fn resolve_existing(
-    root: &Path,
-    segments: &[String],
-    url: &str,
-) -> Result<PathBuf, Error> {
-    let mut current = root.to_path_buf();
-    for (i, segment) in segments.iter().enumerate() {
-        let next = current.join(segment);
-        match fs::symlink_metadata(&next) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                current = follow_symlink(root, &next, url, &segments[..=i])?;
-            }
-            Ok(_) => current = next,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return Err(not_found(url));
-            }
-            Err(e) => return Err(io_failure("resolve", url, &e)),
-        }
-    }
-    // Each step above stays inside; this re-check guards the invariant against future edits.
-    if !current.starts_with(root) {
-        return Err(escape(url, "the path leaves the root"));
-    }
-    Ok(current)
+/// Whether cap-std refused a path because it would leave the directory it was opened beneath.
+fn is_escape(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied && e.raw_os_error().is_none()
 }
 
-/// The host path to write below the canonical `root`, creating missing parent directories.
-///
-/// A final-component symlink is followed only to an existing file inside the root; a dangling
-/// one is refused, since writing through it could create a file anywhere.
-pub(crate) fn resolve_for_write(
-    root: &Path,
-    segments: &[String],
-    url: &str,
-) -> Result<PathBuf, Error> {
-    let Some((last, parents)) = segments.split_last() else {
-        return Err(directory(url));
-    };
-    let mut current = root.to_path_buf();
-    for (i, segment) in parents.iter().enumerate() {
-        let next = current.join(segment);
-        let walked = &segments[..=i];
-        let meta = match fs::symlink_metadata(&next) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                match fs::create_dir(&next) {
-                    Ok(()) => {}
-                    // A concurrent writer made it: check what it is like any existing entry.
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(io_failure("write", url, &e)),
-                }
-                fs::symlink_metadata(&next).map_err(|e| io_failure("write", url, &e))?
-            }
-            Err(e) => return Err(io_failure("write", url, &e)),
+/// A root directory, opened once. Every path below it is opened *beneath* this handle (cap-std:
+/// `openat2(RESOLVE_BENEATH)` where the kernel has it, a per-component walk otherwise), so a
+/// symlink swapped in after any check can never lead an open, a create or a rename outside.
+/// Relative symlinks that stay inside are followed; absolute ones are not.
+#[derive(Debug)]
+pub(crate) struct Root {
+    dir: cap_std::fs::Dir,
+    /// The canonical host path, for `resolve` and for naming a refused symlink in messages.
+    path: PathBuf,
+}
+
+impl Root {
+    /// Opens the existing directory `path` (canonicalised first).
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
+        let path = fs::canonicalize(path)?;
+        let dir = cap_std::fs::Dir::open_ambient_dir(&path, cap_std::ambient_authority())?;
+        Ok(Self { dir, path })
+    }
+
+    /// The canonical host directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The canonical host path of an existing file or directory, checked beneath the root at
+    /// the time of the call (opening it later by name is not race-free; reading and writing
+    /// through [`Root::read_file`] and [`Root::write_file`] is).
+    pub(crate) fn resolve(&self, segments: &[String], url: &str) -> Result<PathBuf, Error> {
+        let relative = self
+            .dir
+            .canonicalize(relative_path(segments))
+            .map_err(|e| self.failure(&e, "resolve", segments, url))?;
+        Ok(self.path.join(relative))
+    }
+
+    /// Reads a regular file beneath the root, refusing directories, devices and FIFOs and
+    /// anything larger than `max_bytes`. The checks are made on the opened file itself.
+    pub(crate) fn read_file(
+        &self,
+        segments: &[String],
+        url: &str,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, Error> {
+        let relative = relative_path(segments);
+        // A cheap early refusal of directories and special files (opening some devices has
+        // effects); the check that counts is on the open file below.
+        let meta = self
+            .dir
+            .metadata(&relative)
+            .map_err(|e| self.failure(&e, "read", segments, url))?;
+        check_readable(meta.is_dir(), meta.is_file(), meta.len(), url, max_bytes)?;
+        let mut options = cap_std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use cap_std::fs::OpenOptionsExt as _;
+            // A FIFO swapped in after the check must not block the open.
+            options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+        }
+        let file = self
+            .dir
+            .open_with(&relative, &options)
+            .map_err(|e| self.failure(&e, "read", segments, url))?;
+        let meta = file.metadata().map_err(|e| io_failure("read", url, &e))?;
+        check_readable(meta.is_dir(), meta.is_file(), meta.len(), url, max_bytes)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_failure("read", url, &e))?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(too_large(url, bytes.len() as u64, max_bytes));
+        }
+        Ok(bytes)
+    }
+
+    /// Writes `bytes` to the file the segments name, creating missing parent directories,
+    /// through a temporary file in the same directory and a rename: a reader sees the old or
+    /// the new content, never a mix. Parents are created and opened beneath the root, and the
+    /// temporary file and the rename happen inside the opened parent, so a directory swapped
+    /// for a symlink meanwhile cannot redirect the bytes. A final-component symlink is
+    /// followed only to an existing file inside the root.
+    pub(crate) fn write_file(
+        &self,
+        segments: &[String],
+        url: &str,
+        bytes: &[u8],
+    ) -> Result<(), Error> {
+        let Some((last, parents)) = segments.split_last() else {
+            return Err(directory(url));
         };
-        current = if meta.file_type().is_symlink() {
-            follow_symlink(root, &next, url, walked)?
+        let parent = if parents.is_empty() {
+            self.dir.try_clone()
         } else {
-            next
+            let parent_path = relative_path(parents);
+            self.dir
+                .create_dir_all(&parent_path)
+                .and_then(|()| self.dir.open_dir(&parent_path))
+        }
+        .map_err(|e| self.write_failure(&e, parents, url))?;
+        let (dir, name) = match parent.symlink_metadata(last) {
+            Ok(meta) if meta.file_type().is_symlink() => self.symlink_target(segments, url)?,
+            Ok(meta) if meta.is_dir() => return Err(directory(url)),
+            _ => (parent, PathBuf::from(last)),
         };
-        if !current.is_dir() {
-            return Err(Error::new(
-                ErrorKind::NotAllowed,
+        let temp = crate::temp_name();
+        let result = (|| -> io::Result<()> {
+            use std::io::Write as _;
+            let mut options = cap_std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            let mut file = dir.open_with(&temp, &options)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            // Replaces the directory entry; never writes through a symlink put there since.
+            dir.rename(&temp, &dir, &name)
+        })();
+        if let Err(e) = result {
+            let _ = dir.remove_file(&temp);
+            return Err(if e.raw_os_error() == Some(EISDIR) {
+                directory(url)
+            } else {
+                io_failure("write", url, &e)
+            });
+        }
+        Ok(())
+    }
+
+    /// The directory and name an existing final-component symlink leads to, beneath the root.
+    fn symlink_target(
+        &self,
+        segments: &[String],
+        url: &str,
+    ) -> Result<(cap_std::fs::Dir, PathBuf), Error> {
+        let dangling = || {
+            escape(
+                url,
                 format!(
-                    "cannot write `{}`: `{}` is a file, not a directory",
-                    show(url),
-                    relative(walked)
+                    "the symlink `{}` points to nothing, and writing through it could create a file outside the root",
+                    relative(segments)
                 ),
-            ));
+            )
+        };
+        let target = match self.dir.canonicalize(relative_path(segments)) {
+            Ok(target) => target,
+            Err(e) => {
+                let error = self.failure(&e, "write", segments, url);
+                return Err(if error.kind() == ErrorKind::NotFound {
+                    dangling()
+                } else {
+                    error
+                });
+            }
+        };
+        let parent = target.parent().map(Path::to_path_buf).unwrap_or_default();
+        let Some(name) = target.file_name() else {
+            return Err(directory(url)); // the link leads to the root itself
+        };
+        let dir = self
+            .dir
+            .open_dir(relative_or_dot(&parent))
+            .map_err(|e| self.failure(&e, "write", segments, url))?;
+        match dir.metadata(name) {
+            Ok(meta) if meta.is_dir() => Err(directory(url)),
+            Ok(_) => Ok((dir, PathBuf::from(name))),
+            Err(_) => Err(dangling()),
         }
     }
-    let target = current.join(last);
-    let target = match fs::symlink_metadata(&target) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            match follow_symlink(root, &target, url, segments) {
-                Ok(resolved) => resolved,
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Err(escape(
-                        url,
-                        format!(
-                            "the symlink `{}` points to nothing, and writing through it could create a file outside the root",
-                            relative(segments)
-                        ),
-                    ));
-                }
-                Err(e) => return Err(e),
+
+    /// The error for a failed open or lookup beneath the root: a refused or broken symlink is
+    /// named (found by walking the segments again, for the message only), a missing file is
+    /// not found, anything else is an I/O failure.
+    fn failure(&self, e: &io::Error, verb: &str, segments: &[String], url: &str) -> Error {
+        if let Some(diagnosis) = self.diagnose(segments, url) {
+            return diagnosis;
+        }
+        if is_escape(e) || is_loop(e) {
+            return escape(url, "the path leaves the root");
+        }
+        match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => not_found(url),
+            io::ErrorKind::IsADirectory => directory(url),
+            _ => io_failure(verb, url, e),
+        }
+    }
+
+    /// Like [`Root::failure`] for creating the parents of a write: names a parent that is a file.
+    fn write_failure(&self, e: &io::Error, parents: &[String], url: &str) -> Error {
+        if let Some(diagnosis) = self.diagnose(parents, url) {
+            return diagnosis;
+        }
+        for n in 1..=parents.len() {
+            if let Ok(meta) = self.dir.metadata(relative_path(&parents[..n]))
+                && !meta.is_dir()
+            {
+                return Error::new(
+                    ErrorKind::NotAllowed,
+                    format!(
+                        "cannot write `{}`: `{}` is a file, not a directory",
+                        show(url),
+                        relative(&parents[..n])
+                    ),
+                );
             }
         }
-        Ok(_) | Err(_) => target,
-    };
-    if target.is_dir() {
-        return Err(directory(url));
+        if is_escape(e) || is_loop(e) {
+            return escape(url, "the path leaves the root");
+        }
+        io_failure("write", url, e)
     }
-    if !target.starts_with(root) {
-        return Err(escape(url, "the path leaves the root"));
+
+    /// Why the segments cannot be followed inside the root, if a symlink is the reason: it
+    /// points outside, loops, points to nothing, or is absolute. Walks host paths, so it only
+    /// ever explains a refusal; nothing is opened from what it finds.
+    fn diagnose(&self, segments: &[String], url: &str) -> Option<Error> {
+        let mut current = self.path.clone();
+        for (i, segment) in segments.iter().enumerate() {
+            let next = current.join(segment);
+            let walked = &segments[..=i];
+            match fs::symlink_metadata(&next) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    match follow_symlink(&self.path, &next, url, walked) {
+                        Ok(target) => {
+                            if fs::read_link(&next).is_ok_and(|t| t.is_absolute()) {
+                                return Some(escape(
+                                    url,
+                                    format!(
+                                        "the symlink `{}` is absolute (only relative symlinks that stay inside the root are followed)",
+                                        relative(walked)
+                                    ),
+                                ));
+                            }
+                            current = target;
+                        }
+                        Err(e) => return Some(e),
+                    }
+                }
+                Ok(_) => current = next,
+                Err(_) => return None,
+            }
+        }
+        None
     }
-    Ok(target)
 }
 
-/// Reads a regular file, refusing directories, devices and FIFOs (a FIFO would block forever)
-/// and anything larger than `max_bytes`.
-pub(crate) fn read_regular_file(path: &Path, url: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
-    let meta = fs::metadata(path).map_err(|e| io_failure("read", url, &e))?;
-    if meta.is_dir() {
+#[cfg(unix)]
+const EISDIR: i32 = libc::EISDIR;
+#[cfg(not(unix))]
+const EISDIR: i32 = -1;
+
+/// The segments as a path relative to the root (`.` for none).
+fn relative_path(segments: &[String]) -> PathBuf {
+    if segments.is_empty() {
+        PathBuf::from(".")
+    } else {
+        segments.iter().collect()
+    }
+}
+
+fn relative_or_dot(path: &Path) -> &Path {
+    if path.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        path
+    }
+}
+
+fn check_readable(
+    is_dir: bool,
+    is_file: bool,
+    len: u64,
+    url: &str,
+    max_bytes: u64,
+) -> Result<(), Error> {
+    if is_dir {
         return Err(directory(url));
     }
-    if !meta.is_file() {
+    if !is_file {
         return Err(Error::new(
             ErrorKind::NotAllowed,
             format!("`{}` is not a regular file", show(url)),
         ));
     }
-    if meta.len() > max_bytes {
-        return Err(too_large(url, meta.len(), max_bytes));
+    if len > max_bytes {
+        return Err(too_large(url, len, max_bytes));
     }
-    let file = fs::File::open(path).map_err(|e| io_failure("read", url, &e))?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_failure("read", url, &e))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(too_large(url, bytes.len() as u64, max_bytes));
-    }
-    Ok(bytes)
+    Ok(())
 }
 
 pub(crate) fn too_large(url: &str, size: u64, max: u64) -> Error {
@@ -423,28 +588,6 @@ pub(crate) fn too_large(url: &str, size: u64, max: u64) -> Error {
             show(url)
         ),
     )
-}
-
-/// Writes `bytes` to `target` through a temporary file in the same directory and a rename, so
-/// a reader sees the old or the new content, never a mix. The rename replaces a directory entry
-/// and never writes through a symlink put there in the meantime.
-pub(crate) fn write_atomically(target: &Path, bytes: &[u8], url: &str) -> Result<(), Error> {
-    use std::io::Write as _;
-    let dir = target.parent().unwrap_or(target);
-    let temp = dir.join(crate::temp_name());
-    let result = (|| -> io::Result<()> {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, target)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result.map_err(|e| io_failure("write", url, &e))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `workspace://` — the sandbox's files, read and write, never outside its root (RES-4, SEC-2).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use url::Url;
@@ -16,9 +17,14 @@ pub const DEFAULT_MAX_READ_BYTES: u64 = 64 << 20;
 /// The sandbox file system is rooted at a host directory: `workspace:///home/workspace/a.txt`
 /// is `<root>/home/workspace/a.txt`. Dot segments, encoded separators, look-alikes and symlinks
 /// leaving the root are refused with an [`ErrorKind::Escape`] error naming the URL.
+///
+/// The root directory is opened once, here, and every read and write resolves its path beneath
+/// that handle, so another process swapping a checked file or directory for a symlink cannot
+/// lead it outside (SEC-2). Relative symlinks that stay inside are followed; absolute ones are
+/// refused.
 #[derive(Debug, Clone)]
 pub struct WorkspaceScheme {
-    root: PathBuf,
+    root: Arc<path_safety::Root>,
     max_read_bytes: u64,
 }
 
@@ -27,10 +33,9 @@ impl WorkspaceScheme {
     pub fn new(root: impl Into<PathBuf>) -> Result<Self, Error> {
         let root = root.into();
         std::fs::create_dir_all(&root).map_err(|e| root_error(&root, &e))?;
-        // Canonical, so that "inside the root" is a prefix test on resolved paths.
-        let root = std::fs::canonicalize(&root).map_err(|e| root_error(&root, &e))?;
+        let root = path_safety::Root::open(&root).map_err(|e| root_error(&root, &e))?;
         Ok(Self {
-            root,
+            root: Arc::new(root),
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
         })
     }
@@ -43,16 +48,19 @@ impl WorkspaceScheme {
 
     /// The canonical host directory that is the sandbox's `/`.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.root.path()
     }
 
-    /// The host path of an existing file or directory named by a `workspace://` URL, after all
-    /// path-safety checks (the URL text is checked before parsing).
+    /// The canonical host path of an existing file or directory named by a `workspace://` URL,
+    /// after all path-safety checks (the URL text is checked before parsing).
+    ///
+    /// The answer is true when it is given; opening the path later by name is not protected
+    /// against a concurrent swap. Read and write through the scheme for that.
     pub fn resolve(&self, url: &str) -> Result<PathBuf, Error> {
         path_safety::check_url_text(url)?;
         let parsed = crate::parse_url(url)?;
         let segments = self.segments(&parsed, url)?;
-        path_safety::resolve_existing(&self.root, &segments, url)
+        self.root.resolve(&segments, url)
     }
 
     /// Writes `bytes` to an absolute sandbox path (`/home/workspace/tasks.txt`) or a
@@ -89,8 +97,7 @@ impl WorkspaceScheme {
             self.segments(&parsed, path_or_url)?
         };
         let url = workspace_url(&segments)?;
-        let target = path_safety::resolve_for_write(&self.root, &segments, &url)?;
-        path_safety::write_atomically(&target, bytes, &url)?;
+        self.root.write_file(&segments, &url, bytes)?;
         Ok(url)
     }
 
@@ -145,10 +152,6 @@ impl FileScheme for WorkspaceScheme {
         let segments = self.segments(url, &shown)?;
         let root = self.root.clone();
         let max = self.max_read_bytes;
-        crate::blocking(move || {
-            let path = path_safety::resolve_existing(&root, &segments, &shown)?;
-            path_safety::read_regular_file(&path, &shown, max)
-        })
-        .await
+        crate::blocking(move || root.read_file(&segments, &shown, max)).await
     }
 }

@@ -4,6 +4,10 @@
 //! search, or added while steps are running; joins at the next step boundary) or *available*
 //! (in the native tool list). The available list only ever grows at its end, so the request
 //! prefix a provider caches stays valid from one step to the next.
+//!
+//! A tool can also be *removed* (an MCP server dropped it from its list): it leaves the pool
+//! and the search index, and stops being callable at once; a listed one keeps its place in the
+//! native list (so the prefix stays valid) and the next step says it is gone.
 
 use std::collections::HashMap;
 
@@ -17,6 +21,9 @@ enum Status {
     Pooled,
     Pending,
     Available,
+    /// Removed by [`Catalog::remove`]: not searchable, not callable; kept in `order` if it was
+    /// listed.
+    Removed,
 }
 
 /// The tool catalog of one conversation: resident tools, the deferred pool, discoveries and the
@@ -36,6 +43,8 @@ pub struct Catalog {
     pending: Vec<usize>,
     /// Names a restored state listed but no added tool has yet; they join when added.
     awaiting: Vec<String>,
+    /// Listed tools removed since the last step boundary, in removal order.
+    removed: Vec<usize>,
     step: u64,
     index: ToolIndex,
     index_stale: bool,
@@ -51,6 +60,9 @@ pub struct StepCatalog {
     /// Tools that joined at this step (empty on the first step for the resident tools, which
     /// the conversation starts with).
     pub delta: Vec<ToolDef>,
+    /// Names of listed tools removed since the previous step, in removal order: they stay in
+    /// `tools` (the prefix does not change) but can no longer be called; announce them.
+    pub removed: Vec<String>,
 }
 
 /// What a history store keeps of a catalog: enough to rebuild the same tool list after a
@@ -64,6 +76,9 @@ pub struct CatalogState {
     pub available: Vec<String>,
     /// Names that join at the next step (found by a search, or not registered at the moment).
     pub pending: Vec<String>,
+    /// Names among `available` that were removed: listed, but not callable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
 }
 
 impl Catalog {
@@ -78,6 +93,7 @@ impl Catalog {
             order: Vec::new(),
             pending: Vec::new(),
             awaiting: Vec::new(),
+            removed: Vec::new(),
             step: 0,
             index: ToolIndex::default(),
             index_stale: false,
@@ -111,6 +127,17 @@ impl Catalog {
                 self.index_stale = true;
             }
             self.tools[i] = def;
+            if self.status[i] == Status::Removed {
+                // Back after a removal: in the list again if it is still there, otherwise it
+                // starts over like a new tool.
+                self.index_stale = true;
+                self.removed.retain(|&r| r != i);
+                if self.order.contains(&i) {
+                    self.status[i] = Status::Available;
+                    return;
+                }
+                self.status[i] = Status::Pooled;
+            }
             if resident && self.status[i] == Status::Pooled {
                 self.join(i);
             }
@@ -158,6 +185,36 @@ impl Catalog {
         !self.enabled || !def.resident
     }
 
+    /// Removes a tool (TS-5: an MCP server no longer lists it). It is no longer callable nor
+    /// searchable, from now on. A tool in the native list keeps its place there — the list
+    /// still only grows at its end — and the next [`StepCatalog::removed`] names it; a pooled or
+    /// pending one simply leaves. Adding it again brings it back ([`Catalog::add`]). Returns
+    /// whether the tool was there to remove.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let Some(&i) = self.by_name.get(name) else {
+            self.awaiting.retain(|n| n != name);
+            return false;
+        };
+        match self.status[i] {
+            Status::Removed => return false,
+            Status::Pending => self.pending.retain(|&p| p != i),
+            Status::Available => self.removed.push(i),
+            Status::Pooled => {}
+        }
+        if self.searchable(&self.tools[i]) {
+            self.index_stale = true;
+        }
+        self.status[i] = Status::Removed;
+        true
+    }
+
+    /// Whether `name` was removed and not added again.
+    pub fn is_removed(&self, name: &str) -> bool {
+        self.by_name
+            .get(name)
+            .is_some_and(|&i| self.status[i] == Status::Removed)
+    }
+
     /// Searches the deferred tools — those still in the pool and those already found, so the
     /// model can look one up again — and returns at most `k` hits (see [`ToolIndex::search`]).
     /// Resident tools are not searched: they are always in the list. Hits still in the pool
@@ -167,8 +224,9 @@ impl Catalog {
             let searchable: Vec<ToolDef> = self
                 .tools
                 .iter()
-                .filter(|d| self.searchable(d))
-                .cloned()
+                .zip(&self.status)
+                .filter(|(d, st)| self.searchable(d) && **st != Status::Removed)
+                .map(|(d, _)| d.clone())
                 .collect();
             self.index = ToolIndex::build(&searchable);
             self.index_stale = false;
@@ -200,11 +258,16 @@ impl Catalog {
                 .iter()
                 .map(|&i| self.tools[i].clone())
                 .collect(),
+            removed: std::mem::take(&mut self.removed)
+                .into_iter()
+                .map(|i| self.tools[i].name.clone())
+                .collect(),
         }
     }
 
     /// The tools of the current step's list (TS-3): resident tools first, in add order, then
-    /// the rest in the order they joined.
+    /// the rest in the order they joined. Removed tools keep their place here; ask
+    /// [`Catalog::is_available`] whether a tool can be called.
     pub fn available(&self) -> Vec<&ToolDef> {
         self.order.iter().map(|&i| &self.tools[i]).collect()
     }
@@ -228,10 +291,17 @@ impl Catalog {
         };
         let mut pending = names(&self.pending);
         pending.extend(self.awaiting.iter().cloned());
+        let removed: Vec<usize> = self
+            .order
+            .iter()
+            .copied()
+            .filter(|&i| self.status[i] == Status::Removed)
+            .collect();
         CatalogState {
             step: self.step,
             available: names(&self.order),
             pending,
+            removed: names(&removed),
         }
     }
 
@@ -240,11 +310,16 @@ impl Catalog {
     /// Tools listed as available are available again, in their old order, with no delta.
     /// Resident tools the state does not list (new since) and listed tools that are not added
     /// yet join at the next step when they arrive, so the list still only grows at its end.
+    ///
+    /// A listed tool the state marks removed is available again at its place when it was added
+    /// again (it came back; the caller announces it), and leaves the list when it was not —
+    /// the only way a restart can shorten the list.
     pub fn restore(&mut self, state: &CatalogState) {
         self.status.fill(Status::Pooled);
         self.order.clear();
         self.pending.clear();
         self.awaiting.clear();
+        self.removed.clear();
         self.step = state.step;
         for name in &state.available {
             match self.by_name.get(name) {
@@ -253,6 +328,7 @@ impl Catalog {
                     self.order.push(i);
                 }
                 Some(_) => {}
+                None if state.removed.contains(name) => {}
                 None => self.await_name(name),
             }
         }
@@ -285,6 +361,39 @@ mod tests {
 
     fn deferred(name: &str) -> ToolDef {
         ToolDef::new(name, format!("the {name} tool"), json!({"type": "object"}))
+    }
+
+    #[test]
+    fn a_removed_tool_keeps_its_place_is_announced_once_and_can_come_back() {
+        let mut catalog = Catalog::new(true);
+        catalog.add(ToolDef {
+            resident: true,
+            ..deferred("a")
+        });
+        catalog.add(deferred("b"));
+        catalog.add(deferred("c"));
+        catalog.search("select:b", 5);
+        catalog.begin_step();
+        let listed = catalog.begin_step();
+        assert!(catalog.remove("b"));
+        assert!(!catalog.remove("b"), "once");
+        assert!(catalog.remove("c"), "a pooled tool leaves the pool");
+        assert!(!catalog.remove("zzz"));
+        assert!(!catalog.is_available("b") && catalog.is_removed("b"));
+        assert!(catalog.search("select:b,c", 5).is_empty());
+        let step = catalog.begin_step();
+        assert_eq!(step.tools, listed.tools, "the list does not change");
+        assert_eq!(step.removed, ["b"], "only a listed tool is announced");
+        assert!(catalog.begin_step().removed.is_empty(), "announced once");
+        assert_eq!(catalog.state().removed, ["b"]);
+
+        catalog.add(deferred("b"));
+        assert!(catalog.is_available("b"), "back at its place");
+        let step = catalog.begin_step();
+        assert_eq!(step.tools, listed.tools);
+        assert!(step.delta.is_empty() && step.removed.is_empty());
+        catalog.add(deferred("c"));
+        assert_eq!(catalog.search("select:c", 5)[0].name, "c", "pooled again");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! What a step announces about tools that joined the catalog (TS-3): a wire shape for the
-//! transcript's `catalog_delta` part and the text a model reads.
+//! transcript's `catalog_delta` part and the text a model reads; and the note about tools that
+//! left it (TS-5).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -62,4 +63,16 @@ pub fn delta_text(delta: &[ToolDef], with_signatures: bool) -> String {
         }
         text
     }
+}
+
+/// The note announcing that `names` were removed from the catalog: they stay in the native
+/// tool list (so the request prefix does not change) but calling them fails. Empty when none.
+pub fn removed_text(names: &[String]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    format!(
+        "Tools removed from your catalog, no longer available (calls to them fail): {}.",
+        names.join(", ")
+    )
 }

@@ -1,5 +1,5 @@
 //! `ishiki-toolsearch`: the deferred tool pool, search ranking, catalog deltas and TypeScript
-//! signatures of the Ishiki tool-call pipeline (SPEC §3).
+//! signatures of the Ishiki tool-call pipeline (requirements §3).
 //!
 //! An agent with many tools should not send all their definitions with every request. With
 //! toolsearch on, only *resident* tools start in the [`Catalog`]; the others wait in a pool
@@ -55,6 +55,7 @@ mod catalog;
 mod def;
 mod delta;
 mod error;
+pub mod eval;
 mod index;
 mod signature;
 mod text;
@@ -62,7 +63,7 @@ mod thesaurus;
 
 pub use catalog::{Catalog, CatalogState, StepCatalog};
 pub use def::{Hit, SHORT_DESCRIPTION_CHARS, ToolDef, parse_definitions, short_description};
-pub use delta::{DeltaEntry, delta_entries, delta_text};
+pub use delta::{DeltaEntry, delta_entries, delta_text, removed_text};
 pub use error::{Error, ErrorKind};
 pub use index::{DEFAULT_K, ToolIndex};
 pub use signature::{signature, signatures};

@@ -136,6 +136,36 @@ fn scan(
     }
 }
 
+/// The words of an identifier as written: split on anything not a letter or digit and at
+/// camelCase boundaries (`getHTTPResponse` → `get`, `HTTP`, `Response`), no whole forms.
+pub(crate) fn split_identifier(text: &str, mut emit: impl FnMut(&str)) {
+    for part in text.split(|c: char| !c.is_alphanumeric()) {
+        let mut start = 0;
+        let mut chars = part.char_indices().peekable();
+        let mut prev: Option<char> = None;
+        while let Some((pos, c)) = chars.next() {
+            let next_lower = chars.peek().is_some_and(|&(_, n)| n.is_lowercase());
+            if is_camel_boundary(prev, c, next_lower) {
+                emit(&part[start..pos]);
+                start = pos;
+            }
+            prev = Some(c);
+        }
+        if start < part.len() {
+            emit(&part[start..]);
+        }
+    }
+}
+
+/// `fooBar` and `s3Bucket` split before `B`; `HTTPResponse` splits before the `R` that starts
+/// a lower-case run; digits stay attached (`base64`, `s3`, `mp3`).
+fn is_camel_boundary(prev: Option<char>, c: char, next_lower: bool) -> bool {
+    prev.is_some_and(|p| {
+        ((p.is_lowercase() || p.is_ascii_digit()) && c.is_uppercase())
+            || (p.is_uppercase() && c.is_uppercase() && next_lower)
+    })
+}
+
 /// Splits one chunk on non-alphanumeric characters and, for identifiers, camelCase boundaries
 /// (then the whole word too).
 fn split_words(chunk: &str, camel: bool, mut emit: impl FnMut(&str)) {
@@ -152,13 +182,7 @@ fn split_words(chunk: &str, camel: bool, mut emit: impl FnMut(&str)) {
         let mut prev: Option<char> = None;
         while let Some((pos, c)) = chars.next() {
             let next_lower = chars.peek().is_some_and(|&(_, n)| n.is_lowercase());
-            // `fooBar` and `s3Bucket` split before `B`; `HTTPResponse` splits before the `R`
-            // that starts a lower-case run; digits stay attached (`base64`, `s3`, `mp3`).
-            let boundary = prev.is_some_and(|p| {
-                ((p.is_lowercase() || p.is_ascii_digit()) && c.is_uppercase())
-                    || (p.is_uppercase() && c.is_uppercase() && next_lower)
-            });
-            if boundary {
+            if is_camel_boundary(prev, c, next_lower) {
                 emit(&part[start..pos]);
                 start = pos;
             }

@@ -1,4 +1,4 @@
-//! Exit codes and messages for malformed scenarios and assembly errors (SCENARIO.md).
+//! Exit codes and messages for malformed scenarios and assembly errors (docs/scenario-format.md).
 
 use std::path::PathBuf;
 

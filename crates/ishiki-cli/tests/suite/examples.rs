@@ -34,7 +34,7 @@ impl Transcript {
         self.result(call)["continue"]["url"].as_str()
     }
 
-    /// The page body: the text without its Continue line (SCENARIO.md).
+    /// The page body: the text without its Continue line (docs/scenario-format.md).
     fn body(&self, call: &str) -> &str {
         let text = self.text(call);
         if self.continuation(call).is_some() {

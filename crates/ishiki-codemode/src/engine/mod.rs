@@ -6,9 +6,13 @@
 //! at the host's clock — and nothing else: no module loader, no `eval` or `Function`, no
 //! timers, no `WeakRef` (its timing would make runs differ).
 //!
-//! Tool calls leave through a [`Link`]: the call is sent at once and a pending promise returned;
-//! when the microtask queue is empty and the program still waits, the engine blocks on the link
-//! for the next reply. Errors the engine cannot let JavaScript catch (limits, a fatal transfer)
+//! Tool calls leave through a [`Link`]. A call returns a pending promise at once and is queued;
+//! queued calls are sent, as one batch of at most [`MAX_CALLS_IN_FLIGHT`] unanswered calls, only
+//! when the microtask queue is empty and the program waits — then the engine blocks on the link
+//! for the next reply, and tops the batch up as replies come in. So the program never has more
+//! calls outstanding than the host will run (flow control without unbounded buffers), and calls
+//! a program never waited for are never sent: which calls run depends on the program alone, not
+//! on timing. Errors the engine cannot let JavaScript catch (limits, a fatal transfer)
 //! surface from the job queue here instead of leaving the program's promise pending forever.
 
 mod nesting;
@@ -16,7 +20,7 @@ pub(crate) mod strings;
 
 use crate::config::EngineConfig;
 use crate::error::{CodemodeError, ErrorKind, human_bytes};
-use crate::protocol::MAX_JSON_DEPTH;
+use crate::protocol::{MAX_CALLS_IN_FLIGHT, MAX_JSON_DEPTH};
 use crate::tool::{clip, is_callable_name};
 use boa_engine::builtins::promise::{PromiseState, ResolvingFunctions};
 use boa_engine::context::time::{Clock, JsInstant};
@@ -25,8 +29,8 @@ use boa_engine::error::{EngineError, PanicError, RuntimeLimitError};
 use boa_engine::job::{Job, JobExecutor};
 use boa_engine::module::{Module, ModuleLoader, ModuleRequest, Referrer};
 use boa_engine::object::FunctionObjectBuilder;
-use boa_engine::object::builtins::{JsFunction, JsPromise};
-use boa_engine::property::PropertyDescriptor;
+use boa_engine::object::builtins::{JsFunction, JsPromise, JsProxyBuilder};
+use boa_engine::property::{PropertyDescriptor, PropertyKey};
 use boa_engine::realm::Realm;
 use boa_engine::script::Script;
 use boa_engine::{
@@ -41,8 +45,13 @@ use std::rc::Rc;
 pub(crate) trait Link {
     /// Sends one line of console output; false when the host is gone.
     fn console(&mut self, line: &str) -> bool;
-    /// Sends tool call `id` with input that is valid JSON text; false when the host is gone.
+    /// Sends tool call `id` with input that is valid JSON text (it may stay buffered until
+    /// [`flush`](Self::flush)); false when the host is gone.
     fn call(&mut self, id: u64, tool: &str, input_json: &str) -> bool;
+    /// Sends what [`call`](Self::call) buffered; false when the host is gone.
+    fn flush(&mut self) -> bool {
+        true
+    }
     /// Waits for the next tool reply; `None` when the host is gone.
     fn reply(&mut self) -> Option<Reply>;
 }
@@ -52,6 +61,21 @@ pub(crate) trait Link {
 pub(crate) struct Reply {
     pub(crate) id: u64,
     pub(crate) result: Result<Value, String>,
+}
+
+/// A program's successful end: its return value as JSON text, and how many of its tool calls
+/// were never sent because it returned without waiting for them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Finished {
+    pub(crate) json: String,
+    pub(crate) unsent: usize,
+}
+
+/// A tool call made but not sent yet.
+struct QueuedCall {
+    id: u64,
+    tool: String,
+    input: String,
 }
 
 /// A built engine waiting for its one program.
@@ -96,7 +120,12 @@ struct Shared {
 struct Session {
     link: Option<Box<dyn Link>>,
     next_id: u64,
+    /// Promises of calls made and not settled: the queued ones and those in flight.
     pending: HashMap<u64, ResolvingFunctions>,
+    /// Calls made but not sent; they leave when the program waits.
+    queued: VecDeque<QueuedCall>,
+    /// Calls sent and not answered yet.
+    in_flight: usize,
     console_used: usize,
     console_closed: bool,
     /// A failure decided by a native function; it wins over the error that unwinds to us.
@@ -106,9 +135,33 @@ struct Session {
     json_path: Vec<JsObject>,
     /// Set when `depth_guard` stopped a conversion.
     json_too_deep: bool,
+    /// The callable tools, sorted, for the message about a name that is none.
+    tool_names: Vec<String>,
 }
 
 type SessionRef = Rc<RefCell<Session>>;
+
+impl Session {
+    /// Sends queued calls, oldest first, until [`MAX_CALLS_IN_FLIGHT`] are unanswered, as one
+    /// batch; false when the host is gone.
+    fn send_queued(&mut self) -> bool {
+        let Some(link) = self.link.as_mut() else {
+            return false;
+        };
+        let mut sent = false;
+        while self.in_flight < MAX_CALLS_IN_FLIGHT {
+            let Some(call) = self.queued.pop_front() else {
+                break;
+            };
+            if !link.call(call.id, &call.tool, &call.input) {
+                return false;
+            }
+            self.in_flight += 1;
+            sent = true;
+        }
+        !sent || link.flush()
+    }
+}
 
 struct Hooks {
     max_buffer: u64,
@@ -280,12 +333,15 @@ impl Engine {
             link: None,
             next_id: 0,
             pending: HashMap::new(),
+            queued: VecDeque::new(),
+            in_flight: 0,
             console_used: 0,
             console_closed: false,
             fatal: None,
             rng: splitmix(config.random_seed),
             json_path: Vec::new(),
             json_too_deep: false,
+            tool_names: Vec::new(),
         }));
         install_globals(&mut context).map_err(engine_failure)?;
         strings::install(&mut context).map_err(engine_failure)?;
@@ -331,7 +387,7 @@ impl Engine {
         code: &str,
         tools: &[String],
         link: Box<dyn Link>,
-    ) -> Result<String, CodemodeError> {
+    ) -> Result<Finished, CodemodeError> {
         self.session.borrow_mut().link = Some(link);
         let depth = nesting::max_nesting(code);
         if depth > self.config.max_source_nesting {
@@ -345,6 +401,11 @@ impl Engine {
         }
         install_tools(&mut self.context, tools)
             .map_err(|e| engine_failure(format!("tools: {e}")))?;
+        self.session.borrow_mut().tool_names = tools
+            .iter()
+            .filter(|name| is_callable_name(name))
+            .cloned()
+            .collect();
 
         // Line 1 of the program stays line 2 of the script; messages are renumbered below.
         let wrapped = format!("(async function () {{\n{code}\n}})");
@@ -376,7 +437,7 @@ impl Engine {
     }
 
     /// Runs jobs and answers tool calls until the program's promise settles.
-    fn drive(&mut self, promise: &JsPromise) -> Result<String, CodemodeError> {
+    fn drive(&mut self, promise: &JsPromise) -> Result<Finished, CodemodeError> {
         loop {
             if let Err(error) = self.context.run_jobs() {
                 return Err(self.classify(error));
@@ -385,7 +446,11 @@ impl Engine {
                 return Err(fatal);
             }
             match promise.state() {
-                PromiseState::Fulfilled(value) => return self.result_json(&value),
+                PromiseState::Fulfilled(value) => {
+                    let json = self.result_json(&value)?;
+                    let unsent = self.session.borrow().queued.len();
+                    return Ok(Finished { json, unsent });
+                }
                 PromiseState::Rejected(value) => {
                     let described = describe_uncaught(&value, &mut self.context);
                     if let Some(fatal) = self.session.borrow_mut().fatal.take() {
@@ -400,7 +465,11 @@ impl Engine {
                 if session.pending.is_empty() {
                     return Err(self.stalled());
                 }
-                session.link.as_mut().and_then(|link| link.reply())
+                if !session.send_queued() {
+                    None
+                } else {
+                    session.link.as_mut().and_then(|link| link.reply())
+                }
             };
             let Some(reply) = reply else {
                 return Err(CodemodeError::new(
@@ -440,9 +509,27 @@ impl Engine {
 
     /// Resolves or rejects the promise of one tool call.
     fn settle(&mut self, reply: Reply) -> Result<(), CodemodeError> {
-        let Some(resolvers) = self.session.borrow_mut().pending.remove(&reply.id) else {
-            // A reply for a call this program never made: ignore it rather than trust it.
-            return Ok(());
+        let resolvers = {
+            let mut session = self.session.borrow_mut();
+            // Ids rise in call order and calls leave in that order: every queued id is at least
+            // the first queued one.
+            let queued = session
+                .queued
+                .front()
+                .is_some_and(|call| reply.id >= call.id);
+            match session.pending.remove(&reply.id) {
+                Some(resolvers) if !queued => {
+                    session.in_flight = session.in_flight.saturating_sub(1);
+                    resolvers
+                }
+                Some(resolvers) => {
+                    // Not sent yet, so not the host's to answer: keep waiting for the real one.
+                    session.pending.insert(reply.id, resolvers);
+                    return Ok(());
+                }
+                // A reply for a call this program never made: ignore it rather than trust it.
+                None => return Ok(()),
+            }
         };
         let context = &mut self.context;
         let outcome = match reply.result {
@@ -504,7 +591,7 @@ impl Engine {
                 ),
             ));
         }
-        let text = text.to_std_string_lossy();
+        let text = json_string(&text);
         let depth = crate::protocol::json_depth(&text);
         if depth > MAX_JSON_DEPTH {
             return Err(CodemodeError::new(
@@ -565,6 +652,12 @@ fn engine_error(error: &EngineError, config: &EngineConfig) -> CodemodeError {
             config.instruction_budget
         ),
         EngineError::Panic(panic) => {
+            // Boa wraps a limit met inside some built-ins (a promise capability for a deeply
+            // recursing async function) in an internal "cannot fail per spec" panic: name the
+            // limit instead.
+            if let Some(limit) = limit_behind(panic) {
+                return engine_error(&limit, config);
+            }
             return CodemodeError::new(
                 ErrorKind::Worker,
                 format!("the engine failed: {}", clip(panic.message(), 200)),
@@ -572,6 +665,23 @@ fn engine_error(error: &EngineError, config: &EngineConfig) -> CodemodeError {
         }
     };
     CodemodeError::new(ErrorKind::Limit, message)
+}
+
+/// The runtime limit or budget error a Boa panic was raised for, if any.
+fn limit_behind(panic: &PanicError) -> Option<EngineError> {
+    let mut source = std::error::Error::source(panic);
+    while let Some(error) = source {
+        let js = error
+            .downcast_ref::<JsError>()
+            .or_else(|| error.downcast_ref::<Box<JsError>>().map(AsRef::as_ref));
+        match js.and_then(JsError::as_engine) {
+            Some(EngineError::Panic(inner)) => return limit_behind(inner),
+            Some(engine) => return Some(engine.clone()),
+            None => {}
+        }
+        source = error.source();
+    }
+    None
 }
 
 /// Renumbers "at line N" in a parser message for the wrapper's first line. An error on the
@@ -738,16 +848,67 @@ fn install_tools(context: &mut Context, tools: &[String]) -> JsResult<()> {
             context,
         )?;
     }
+    // Reading a name that is no tool throws a TypeError naming it, instead of Boa's nameless
+    // "not a callable function" at the call.
+    let proxy = JsProxyBuilder::new(object).get(tools_get).build(context)?;
     context.global_object().define_property_or_throw(
         JsString::from("tools"),
         PropertyDescriptor::builder()
-            .value(object)
+            .value(proxy)
             .writable(true)
             .enumerable(false)
             .configurable(true),
         context,
     )?;
     Ok(())
+}
+
+/// Names JavaScript itself probes on objects (`await tools`, `JSON.stringify(tools)`,
+/// `String(tools)`): reading them gives `undefined`, as on a plain object, rather than an error.
+const PROBED_NAMES: [&str; 5] = ["then", "toJSON", "toString", "valueOf", "constructor"];
+
+/// The `get` trap of `tools`: a tool, or a TypeError that names the missing one.
+fn tools_get(_this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let Some(target) = args.first().and_then(JsValue::as_object) else {
+        return Ok(JsValue::undefined());
+    };
+    let key = args
+        .get(1)
+        .cloned()
+        .unwrap_or_default()
+        .to_property_key(context)?;
+    if matches!(key, PropertyKey::Symbol(_)) || target.has_own_property(key.clone(), context)? {
+        return target.get(key, context);
+    }
+    let name = key.to_string();
+    if PROBED_NAMES.contains(&name.as_str()) {
+        return Ok(JsValue::undefined());
+    }
+    let names = session(context)?.borrow().tool_names.clone();
+    let listed = if names.is_empty() {
+        "this program has no tools".to_owned()
+    } else {
+        const SHOWN: usize = 30;
+        let mut listed = format!(
+            "the tools are {}",
+            names
+                .iter()
+                .take(SHOWN)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if names.len() > SHOWN {
+            listed.push_str(&format!(" and {} more", names.len() - SHOWN));
+        }
+        listed
+    };
+    Err(JsNativeError::typ()
+        .with_message(format!(
+            "tools.{} is not a tool; {listed}",
+            clip(&name, 100)
+        ))
+        .into())
 }
 
 /// `tools.finish` / `tools.wait`: direct-only tools, refused with a message that says why.
@@ -766,7 +927,9 @@ fn reserved_tool(
 }
 
 /// Tool calls a program may have waiting for results at once: enough for any `Promise.all`
-/// a model writes, few enough that calling in a loop without `await` stops at once.
+/// a model writes, few enough that calling in a loop without `await` stops at once. Going past
+/// it ends the program (a `try` around the call cannot turn it into a spin that only the
+/// instruction budget ends).
 const MAX_PENDING_CALLS: usize = 1024;
 
 /// `tools.<name>(input)`: sends the call and returns a pending promise.
@@ -777,14 +940,18 @@ fn call_tool(
     context: &mut Context,
 ) -> JsResult<JsValue> {
     let tool = name.to_std_string_lossy();
-    let config = shared(context)?.config.clone();
     if session(context)?.borrow().pending.len() >= MAX_PENDING_CALLS {
-        return Err(JsNativeError::typ()
-            .with_message(format!(
-                "tools.{tool}: {MAX_PENDING_CALLS} tool calls are already waiting for their results; await some before starting more"
-            ))
-            .into());
+        return Err(fatal(
+            context,
+            CodemodeError::new(
+                ErrorKind::Limit,
+                format!(
+                    "the program started more than {MAX_PENDING_CALLS} tool calls without waiting for their results (at tools.{tool}); await some before starting more"
+                ),
+            ),
+        ));
     }
+    let config = shared(context)?.config.clone();
     let input = match args.first() {
         None => None,
         Some(value) if value.is_undefined() => None,
@@ -826,7 +993,7 @@ fn call_tool(
                     ),
                 ));
             }
-            text.to_std_string_lossy()
+            json_string(&text)
         }
     };
     let depth = crate::protocol::json_depth(&input_json);
@@ -838,25 +1005,17 @@ fn call_tool(
             .into());
     }
     let session = session(context)?;
-    let id = {
-        let mut session = session.borrow_mut();
-        session.next_id += 1;
-        let id = session.next_id;
-        let sent = session
-            .link
-            .as_mut()
-            .is_some_and(|link| link.call(id, &tool, &input_json));
-        if !sent {
-            drop(session);
-            return Err(fatal(
-                context,
-                CodemodeError::new(ErrorKind::Worker, "the host stopped answering tool calls"),
-            ));
-        }
-        id
-    };
     let (promise, resolvers) = JsPromise::new_pending(context);
-    session.borrow_mut().pending.insert(id, resolvers);
+    let mut session = session.borrow_mut();
+    session.next_id += 1;
+    let id = session.next_id;
+    // Sent when the program next waits (see `Engine::drive`).
+    session.queued.push_back(QueuedCall {
+        id,
+        tool,
+        input: input_json,
+    });
+    session.pending.insert(id, resolvers);
     Ok(promise.into())
 }
 
@@ -1013,7 +1172,7 @@ fn format_value(value: &JsValue, context: &mut Context) -> String {
             return "[Function]".to_owned();
         }
         return match to_json(value, context) {
-            Ok(text) => text.map_or_else(|| "undefined".to_owned(), |s| s.to_std_string_lossy()),
+            Ok(text) => text.map_or_else(|| "undefined".to_owned(), |s| json_string(&s)),
             Err(_) => "[object]".to_owned(),
         };
     }
@@ -1090,6 +1249,12 @@ fn stack_position(stack: &str) -> Option<(u64, u64)> {
         let line = parts.next()?.parse::<u64>().ok()?;
         (line >= 2).then(|| (line - 1, column))
     })
+}
+
+/// JSON text from `JSON.stringify` as UTF-8 that any JSON reader accepts: a lone surrogate
+/// (escaped by `stringify`) becomes U+FFFD (see `replace_lone_surrogates`).
+fn json_string(text: &JsString) -> String {
+    crate::protocol::replace_lone_surrogates(text.to_std_string_lossy())
 }
 
 /// Bytes `s` takes as UTF-8 (lone surrogates count as the replacement character).

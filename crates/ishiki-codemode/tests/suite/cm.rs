@@ -151,13 +151,13 @@ async fn cm2_only_given_tools_exist() {
     let sandbox = sandbox(limits());
     let result = outcome(
         &sandbox,
-        "return [typeof tools.nope, Object.keys(tools), typeof tools.toString, 'hasOwnProperty' in tools]",
+        "let missing; try { tools.nope; } catch (e) { missing = e.message; }\nreturn ['nope' in tools, Object.keys(tools), typeof tools.toString, 'hasOwnProperty' in tools, missing]",
         vec![echo(), read_text("x")],
     )
     .await;
     assert_eq!(
         result,
-        r#"ok ["undefined",["echo","read"],"undefined",false]"#
+        r#"ok [false,["echo","read"],"undefined",false,"tools.nope is not a tool; the tools are echo, read"]"#
     );
 }
 

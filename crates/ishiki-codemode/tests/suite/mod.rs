@@ -1,6 +1,7 @@
 //! Integration tests, one module per area; test names cite requirement IDs.
 
 mod attachments;
+mod boundary;
 mod cm;
 mod fast_paths;
 mod hostile;

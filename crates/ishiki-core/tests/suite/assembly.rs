@@ -1,4 +1,4 @@
-//! Profile and models assembly (SPEC §1, PRO-1..PRO-8, SEC-3).
+//! Profile and models assembly (requirements §1, PRO-1..PRO-8, SEC-3).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -153,7 +153,7 @@ fn pro4_models_declare_input_tool_calling_and_groups() {
     assert_eq!(gpt.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
     assert!(gpt.accepts(Modality::File));
 
-    // The scenario file's shape (SCENARIO.md): models embedded as JSON.
+    // The scenario file's shape (docs/scenario-format.md): models embedded as JSON.
     let embedded = ModelsDoc::from_value(&json!({
         "models": {
             "main": { "input": ["text", "image"], "toolCalling": "native" },

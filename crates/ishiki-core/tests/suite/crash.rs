@@ -12,15 +12,36 @@ use std::time::Duration;
 use ishiki_core::{
     Durability, ManualClock, Message, ModelResponse, Part, Request, Role, Runtime, ToolCall,
 };
+use ishiki_postgres::{PostgresOptions, PostgresStore, WhenHeld};
 use serde_json::json;
 
+use super::backends::{backends, postgres_url};
 use super::runtime::{assembly, clock_at, images, png};
 use super::with_snapshots;
 
-fn open(dir: &Path, clock: Arc<ManualClock>, durability: Durability) -> Runtime {
-    Runtime::builder(assembly("", "seeing"), dir)
+/// Where a session keeps its history: SQLite in its state directory, or PostgreSQL.
+#[derive(Debug, Clone)]
+enum History {
+    StateDir,
+    Postgres(String),
+}
+
+fn open(dir: &Path, clock: Arc<ManualClock>, durability: Durability, history: &History) -> Runtime {
+    let mut builder = Runtime::builder(assembly("", "seeing"), dir)
         .clock(clock)
-        .durability(durability)
+        .durability(durability);
+    if let History::Postgres(url) = history {
+        // A killed session leaves its lease behind until it expires; whoever opens next knows
+        // it is dead (the test killed it), so it takes the lease over.
+        let options = PostgresOptions {
+            when_held: WhenHeld::TakeOver,
+            ..PostgresOptions::default()
+        };
+        let store = PostgresStore::connect(url, "crash", &options)
+            .unwrap_or_else(|e| panic!("postgres opens: {e}"));
+        builder = builder.store(Box::new(store));
+    }
+    builder
         .build()
         .unwrap_or_else(|e| panic!("the runtime reopens: {e}"))
 }
@@ -38,44 +59,51 @@ fn read_call(id: &str, url: &str) -> ModelResponse {
 
 #[tokio::test]
 async fn sec4_calls_without_results_are_answered_on_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rt = open(dir.path(), clock_at(Duration::ZERO), Durability::Normal);
-    rt.workspace()
-        .write("/home/workspace/a.png", &png(4, 4, 1))
+    for backend in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || backend.runtime(dir.path(), assembly("", "seeing"), clock_at(Duration::ZERO));
+        let mut rt = open();
+        rt.workspace()
+            .write("/home/workspace/a.png", &png(4, 4, 1))
+            .unwrap();
+        let prepared = rt.prepare().unwrap();
+        rt.commit(
+            prepared,
+            read_call("c1", "workspace:///home/workspace/a.png"),
+        )
         .unwrap();
-    let prepared = rt.prepare().unwrap();
-    rt.commit(
-        prepared,
-        read_call("c1", "workspace:///home/workspace/a.png"),
-    )
-    .unwrap();
-    // The process dies before `execute` commits the result.
-    drop(rt);
+        // The process dies before `execute` commits the result.
+        drop(rt);
 
-    let mut rt = open(dir.path(), clock_at(Duration::ZERO), Durability::Normal);
-    let request = rt.prepare().unwrap().request;
-    let last = request.messages.last().unwrap();
-    assert_eq!((last.id.as_str(), last.role), ("s1-tools", Role::Tool));
-    let [
-        Part::ToolResult {
-            call_id,
-            is_error,
-            text,
-        },
-    ] = last.content.as_slice()
-    else {
-        panic!("one result: {last:?}")
-    };
-    assert_eq!((call_id.as_str(), *is_error), ("c1", true));
-    // The read never finished: no record, nothing embedded; the call is not re-run.
-    assert!(images(&request).is_empty());
-    assert!(rt.execute().await.unwrap().is_empty());
-    with_snapshots(|| insta::assert_snapshot!("crash_interrupted_result", text));
+        let mut rt = open();
+        let request = rt.prepare().unwrap().request;
+        let last = request.messages.last().unwrap();
+        assert_eq!(
+            (last.id.as_str(), last.role),
+            ("s1-tools", Role::Tool),
+            "{backend:?}"
+        );
+        let [
+            Part::ToolResult {
+                call_id,
+                is_error,
+                text,
+            },
+        ] = last.content.as_slice()
+        else {
+            panic!("{backend:?}: one result: {last:?}")
+        };
+        assert_eq!((call_id.as_str(), *is_error), ("c1", true), "{backend:?}");
+        // The read never finished: no record, nothing embedded; the call is not re-run.
+        assert!(images(&request).is_empty(), "{backend:?}");
+        assert!(rt.execute().await.unwrap().is_empty(), "{backend:?}");
+        with_snapshots(|| insta::assert_snapshot!("crash_interrupted_result", text));
 
-    // Answered once: a second reopen adds nothing.
-    drop(rt);
-    let mut rt = open(dir.path(), clock_at(Duration::ZERO), Durability::Normal);
-    assert_eq!(rt.prepare().unwrap().request, request);
+        // Answered once: a second reopen adds nothing.
+        drop(rt);
+        let mut rt = open();
+        assert_eq!(rt.prepare().unwrap().request, request, "{backend:?}");
+    }
 }
 
 // The test binary re-executes itself: `sec4_step_loop_child` is an ordinary (empty) test unless
@@ -83,6 +111,8 @@ async fn sec4_calls_without_results_are_answered_on_reopen() {
 const CHILD_DIR: &str = "ISHIKI_CORE_CRASH_STATE";
 const CHILD_ROUND: &str = "ISHIKI_CORE_CRASH_ROUND";
 const CHILD_DURABILITY: &str = "ISHIKI_CORE_CRASH_DURABILITY";
+/// Set to a PostgreSQL connection string: the child keeps its history there.
+const CHILD_PG: &str = "ISHIKI_CORE_CRASH_PG";
 /// Overrides the fixed seed of the kill points (to explore more schedules by hand).
 const SEED_VAR: &str = "ISHIKI_CORE_CRASH_SEED";
 
@@ -103,6 +133,7 @@ fn sec4_step_loop_child() {
         Ok("full") => Durability::Full,
         _ => Durability::Normal,
     };
+    let history = std::env::var(CHILD_PG).map_or(History::StateDir, History::Postgres);
     // Each round's clock starts far from the others', so inbound asset ids (UUID v7 from time
     // and a per-clock counter) never repeat across restarts.
     let clock = clock_at(Duration::from_secs(round * 1_000_000));
@@ -110,7 +141,7 @@ fn sec4_step_loop_child() {
         .enable_all()
         .build()
         .unwrap();
-    let mut rt = open(Path::new(&dir), clock.clone(), durability);
+    let mut rt = open(Path::new(&dir), clock.clone(), durability, &history);
     let mut out = std::io::stdout().lock();
     // The harness has printed `test … ` without a newline: end that line first.
     let _ = writeln!(out);
@@ -275,14 +306,23 @@ impl Rng {
 
 #[test]
 fn sec4_killed_sessions_reopen_consistent() {
+    killed_sessions_reopen_consistent(&History::StateDir);
+}
+
+#[test]
+fn sec4_killed_postgres_sessions_reopen_consistent() {
+    killed_sessions_reopen_consistent(&History::Postgres(postgres_url()));
+}
+
+fn killed_sessions_reopen_consistent(history: &History) {
     let seed = std::env::var(SEED_VAR)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x1515_4b11_0000_0007_u64)
         | 1;
     let mut rng = Rng(seed);
-    let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let exe = std::env::current_exe().expect("the test binary has a path");
     let mut facts = Facts::default();
     let mut steps_seen = 0;
 
@@ -291,7 +331,11 @@ fn sec4_killed_sessions_reopen_consistent() {
         // somewhere in its next store commits, file writes or projection.
         let kill_after = 1 + rng.next() % 9;
         let durability = if round % 2 == 0 { "normal" } else { "full" };
-        let mut child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        if let History::Postgres(url) = history {
+            command.env(CHILD_PG, url);
+        }
+        let mut child = command
             .args([
                 "--exact",
                 "suite::crash::sec4_step_loop_child",
@@ -304,8 +348,9 @@ fn sec4_killed_sessions_reopen_consistent() {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            .expect("the child starts");
+        let mut lines =
+            BufReader::new(child.stdout.take().expect("the child's stdout is piped")).lines();
         let mut seen = 0;
         for line in lines.by_ref() {
             let Ok(line) = line else { break };
@@ -320,8 +365,8 @@ fn sec4_killed_sessions_reopen_consistent() {
                 }
             }
         }
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
+        child.kill().expect("the child can be killed");
+        let status = child.wait().expect("the child is reaped");
         // Lines written before the kill are committed facts too.
         for line in lines.map_while(Result::ok) {
             facts.learn(&line);
@@ -336,8 +381,9 @@ fn sec4_killed_sessions_reopen_consistent() {
             dir.path(),
             clock_at(Duration::from_secs(round * 1_000_000 + 500_000)),
             Durability::Normal,
+            history,
         );
-        let prepared = rt.prepare().unwrap();
+        let prepared = rt.prepare().expect("the request is prepared");
         let last_step = facts.committed.keys().next_back().copied().unwrap_or(0);
         assert!(
             rt.step() >= last_step,
@@ -349,11 +395,14 @@ fn sec4_killed_sessions_reopen_consistent() {
         rt.abandon(prepared);
         drop(rt);
 
-        let conn = rusqlite::Connection::open(dir.path().join("history.sqlite")).unwrap();
-        let integrity: String = conn
-            .query_row("PRAGMA integrity_check", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(integrity, "ok", "{context}");
+        if let History::StateDir = history {
+            let conn = rusqlite::Connection::open(dir.path().join("history.sqlite"))
+                .expect("sqlite opens");
+            let integrity: String = conn
+                .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+                .expect("the integrity check runs");
+            assert_eq!(integrity, "ok", "{context}");
+        }
     }
     assert!(steps_seen >= 50, "only {steps_seen} steps committed");
 
@@ -362,9 +411,10 @@ fn sec4_killed_sessions_reopen_consistent() {
         dir.path(),
         clock_at(Duration::from_secs(99_000_000)),
         Durability::Normal,
+        history,
     );
     for k in 0..3 {
-        let prepared = rt.prepare().unwrap();
+        let prepared = rt.prepare().expect("the request is prepared");
         check(
             &prepared.request,
             &facts,
@@ -382,7 +432,7 @@ fn sec4_killed_sessions_reopen_consistent() {
                 calls: Vec::new(),
             },
         )
-        .unwrap();
+        .expect("the commit succeeds");
         facts.committed.insert(step, (None, urls));
     }
 }

@@ -1,7 +1,10 @@
 //! Integration tests, one module per area; each test names the requirement it checks.
 
 mod assembly;
+mod backends;
 mod crash;
+mod image_limits;
+mod limits;
 mod runtime;
 mod scale;
 mod store;

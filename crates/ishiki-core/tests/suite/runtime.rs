@@ -17,6 +17,7 @@ use ishiki_core::{
 };
 use serde_json::{Value, json};
 
+use super::backends::{Backend, backends};
 use super::with_snapshots;
 
 // ---------------------------------------------------------------------------------------------
@@ -58,6 +59,17 @@ fn runtime_with(dir: &Path, assembly: Assembly, tools: Vec<Arc<dyn Tool>>) -> Ru
 
 fn runtime(dir: &Path, assembly: Assembly) -> Runtime {
     runtime_with(dir, assembly, vec![Arc::new(Echo::resident())])
+}
+
+/// [`runtime`] with its history in `backend` (store conformance tests).
+fn runtime_on(backend: &Backend, dir: &Path, assembly: Assembly) -> Runtime {
+    Runtime::builder(assembly, dir)
+        .clock(clock_at(Duration::ZERO))
+        .codemode_worker(WorkerSpawn::InProcess)
+        .tool(Arc::new(Echo::resident()))
+        .store(backend.open())
+        .build()
+        .unwrap_or_else(|e| panic!("{backend:?}: the runtime builds: {e}"))
 }
 
 /// A valid `width`×`height` 8-bit grayscale PNG that carries `seed` in a `tEXt` chunk (and in
@@ -280,7 +292,10 @@ async fn read1_program_gets_the_raw_result_and_a_direct_call_gets_pages_and_atta
     let mut rt = Runtime::builder(assembly("codemode: { enable: true }", "seeing"), dir.path())
         .clock(clock_at(Duration::ZERO))
         .codemode_worker(WorkerSpawn::InProcess)
-        .budget(Budget::new(6, 10_000))
+        .budget(Budget {
+            max_lines: 6,
+            max_units: 10_000,
+        })
         .build()
         .unwrap();
     write_fixtures(&rt);
@@ -632,10 +647,17 @@ async fn tp1_text_calls_run_through_the_same_path() {
 
 #[tokio::test]
 async fn prj4_an_abandoned_step_consumes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    for backend in backends() {
+        an_abandoned_step_consumes_nothing(&backend).await;
+    }
+}
+
+async fn an_abandoned_step_consumes_nothing(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut rt = runtime_on(backend, dir.path(), assembly("", "seeing"));
     write_fixtures(&rt);
-    rt.add_user_message("m1", "look", &[png(4, 4, 3)]).unwrap();
+    rt.add_user_message("m1", "look", &[png(4, 4, 3)])
+        .expect("the message is added");
     let (_, reports) = step(
         &mut rt,
         calls(vec![call("r1", "read", json!({ "url": A_PNG }))]),
@@ -643,28 +665,41 @@ async fn prj4_an_abandoned_step_consumes_nothing() {
     .await;
     let read_url = report(&reports, "r1").attachments[0].url.clone();
 
-    let attempt = rt.prepare().unwrap();
-    assert_eq!(attempt.step, 2);
+    let attempt = rt.prepare().expect("the request is prepared");
+    assert_eq!(attempt.step, 2, "{backend:?}");
     let carried = images(&attempt.request);
-    assert_eq!(carried, vec![("att-call-r1".to_owned(), read_url.clone())]);
+    assert_eq!(
+        carried,
+        vec![("att-call-r1".to_owned(), read_url.clone())],
+        "{backend:?}"
+    );
     rt.abandon(attempt);
     // A later attempt gets the next step number and carries the same image again.
-    let retry = rt.prepare().unwrap();
-    assert_eq!(retry.step, 3);
-    assert_eq!(images(&retry.request), carried);
+    let retry = rt.prepare().expect("the request is prepared");
+    assert_eq!(retry.step, 3, "{backend:?}");
+    assert_eq!(images(&retry.request), carried, "{backend:?}");
     rt.abandon(retry);
 
     // An abandoned step leaves nothing in the store either.
     drop(rt);
-    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    let mut rt = runtime_on(backend, dir.path(), assembly("", "seeing"));
     let (request, _) = step(&mut rt, say("I see it.")).await;
-    assert_eq!(images(&request), carried);
-    assert!(images(&rt.prepare().unwrap().request).is_empty());
+    assert_eq!(images(&request), carried, "{backend:?}");
+    assert!(
+        images(&rt.prepare().expect("the request is prepared").request).is_empty(),
+        "{backend:?}"
+    );
 }
 
 #[tokio::test]
 async fn prj13_delivery_state_survives_reopening() {
-    let dir = tempfile::tempdir().unwrap();
+    for backend in backends() {
+        delivery_state_survives_reopening(&backend).await;
+    }
+}
+
+async fn delivery_state_survives_reopening(backend: &Backend) {
+    let dir = tempfile::tempdir().expect("a temp dir");
     let tools = || -> Vec<Arc<dyn Tool>> { vec![Arc::new(Echo::resident())] };
     let open = || {
         // The default (Full) durability, as an embedder gets it.
@@ -672,23 +707,24 @@ async fn prj13_delivery_state_survives_reopening() {
             assembly("toolsearch: { enable: true }", "seeing"),
             dir.path(),
         )
-        .clock(clock_at(Duration::ZERO));
+        .clock(clock_at(Duration::ZERO))
+        .store(backend.open());
         for t in tools() {
             b = b.tool(t);
         }
-        b.build().unwrap()
+        b.build().expect("the runtime builds")
     };
     let mut rt = open();
     write_fixtures(&rt);
     rt.add_user_message("m1", "two pictures", &[png(4, 4, 5)])
-        .unwrap();
+        .expect("the message is added");
     let (first, reports) = step(
         &mut rt,
         calls(vec![call("r1", "read", json!({ "url": A_PNG }))]),
     )
     .await;
     let asset = images(&first);
-    assert_eq!(asset.len(), 1, "the platform image");
+    assert_eq!(asset.len(), 1, "{backend:?}: the platform image");
     let a_url = report(&reports, "r1").attachments[0].url.clone();
     // Step 2 delivers a.png (committed), and reads b.png, not yet delivered.
     let (second, reports) = step(
@@ -696,26 +732,31 @@ async fn prj13_delivery_state_survives_reopening() {
         calls(vec![call("r2", "read", json!({ "url": B_PNG }))]),
     )
     .await;
-    assert_eq!(image_urls(&second), vec![a_url.clone()]);
+    assert_eq!(image_urls(&second), vec![a_url.clone()], "{backend:?}");
     let b_url = report(&reports, "r2").attachments[0].url.clone();
-    let before = rt.prepare().unwrap().request;
+    let before = rt.prepare().expect("the request is prepared").request;
     drop(rt);
 
     let mut rt = open();
-    let after = rt.prepare().unwrap().request;
+    let after = rt.prepare().expect("the request is prepared").request;
     // Exactly the same request: history, attachment messages, ids, timestamps, tool list.
-    assert_eq!(after, before);
-    assert_eq!(image_urls(&after), vec![b_url.clone()]);
-    assert_eq!(rt.step(), 2);
-    let prepared = rt.prepare().unwrap();
-    rt.commit(prepared, say("Seen.")).unwrap();
+    assert_eq!(after, before, "{backend:?}");
+    assert_eq!(image_urls(&after), vec![b_url.clone()], "{backend:?}");
+    assert_eq!(rt.step(), 2, "{backend:?}");
+    let prepared = rt.prepare().expect("the request is prepared");
+    rt.commit(prepared, say("Seen."))
+        .expect("the commit succeeds");
     drop(rt);
 
     // Delivered before the second drop: nothing is embedded again.
     let mut rt = open();
-    let request = rt.prepare().unwrap().request;
-    assert!(images(&request).is_empty(), "{:?}", images(&request));
-    assert_eq!(rt.step(), 3);
+    let request = rt.prepare().expect("the request is prepared").request;
+    assert!(
+        images(&request).is_empty(),
+        "{backend:?}: {:?}",
+        images(&request)
+    );
+    assert_eq!(rt.step(), 3, "{backend:?}");
 }
 
 #[tokio::test]

@@ -1,8 +1,11 @@
 //! The history store (PRJ-13, SEC-3, SEC-4): atomic batches, exact reopen, crash safety.
+//!
+//! The store contract is one test body run against every store in [`super::backends`]
+//! (SQLite, memory, PostgreSQL); what only one store has (SQLite's file checks, memory's
+//! shared clones) is tested on that store alone.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use ishiki_core::{
@@ -11,6 +14,7 @@ use ishiki_core::{
 };
 use serde_json::{Value, json};
 
+use super::backends::{Backend, backends};
 use super::with_snapshots;
 
 fn message(id: &str, n: u64) -> StoredMessage {
@@ -73,24 +77,26 @@ fn expected_after_history() -> StoredState {
     }
 }
 
-fn stores() -> Vec<Box<dyn HistoryStore>> {
-    vec![
-        Box::new(SqliteStore::in_memory().expect("in-memory sqlite opens")),
-        Box::new(MemoryStore::new()),
-    ]
-}
-
 #[test]
 fn prj13_commit_then_load_round_trips_in_commit_order() {
-    for mut store in stores() {
-        assert_eq!(store.load().unwrap(), StoredState::default(), "{store:?}");
+    for backend in backends() {
+        let mut store = backend.open();
+        assert_eq!(store.load().unwrap(), StoredState::default(), "{backend:?}");
         for batch in history() {
             store.commit(&batch).unwrap();
         }
-        assert_eq!(store.load().unwrap(), expected_after_history(), "{store:?}");
+        assert_eq!(
+            store.load().unwrap(),
+            expected_after_history(),
+            "{backend:?}"
+        );
         // An empty batch changes nothing.
         store.commit(&Batch::default()).unwrap();
-        assert_eq!(store.load().unwrap(), expected_after_history());
+        assert_eq!(
+            store.load().unwrap(),
+            expected_after_history(),
+            "{backend:?}"
+        );
     }
 }
 
@@ -135,8 +141,10 @@ fn failing_batches() -> Vec<(&'static str, Batch)> {
 
 #[test]
 fn sec4_a_failing_batch_leaves_nothing() {
-    let mut report = String::new();
-    for mut store in stores() {
+    let mut reports = Vec::new();
+    for backend in backends() {
+        let mut report = String::new();
+        let mut store = backend.open();
         for batch in history() {
             store.commit(&batch).unwrap();
         }
@@ -145,12 +153,12 @@ fn sec4_a_failing_batch_leaves_nothing() {
             assert_eq!(
                 store.load().unwrap(),
                 expected_after_history(),
-                "{name} left a trace in {store:?}"
+                "{name} left a trace in {backend:?}"
             );
             let kind = match error.kind() {
                 StoreErrorKind::DuplicateId => "duplicate_id",
                 StoreErrorKind::UnknownMessage => "unknown_message",
-                other => panic!("{name}: unexpected kind {other:?}"),
+                other => panic!("{backend:?}: {name}: unexpected kind {other:?}"),
             };
             let _ = writeln!(report, "{name}: [{kind}] {error}");
         }
@@ -161,50 +169,80 @@ fn sec4_a_failing_batch_leaves_nothing() {
                 ..Batch::default()
             })
             .unwrap();
-        assert_eq!(store.load().unwrap().messages.len(), 5);
+        assert_eq!(store.load().unwrap().messages.len(), 5, "{backend:?}");
+        reports.push((backend.name, report));
     }
-    // Both stores report the same errors (the report holds each twice).
-    let lines: Vec<&str> = report.lines().collect();
-    let (sqlite, memory) = lines.split_at(lines.len() / 2);
-    assert_eq!(sqlite, memory);
-    with_snapshots(|| insta::assert_snapshot!("store_errors", sqlite.join("\n")));
+    // Every store reports the same errors in the same words.
+    let (_, first) = &reports[0];
+    for (name, report) in &reports {
+        assert_eq!(report, first, "{name}");
+    }
+    with_snapshots(|| insta::assert_snapshot!("store_errors", first.trim_end()));
 }
 
 #[test]
 fn prj13_reopening_restores_exactly() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("history.db");
-    {
-        let mut store = SqliteStore::open(&path, Durability::Full).unwrap();
-        for batch in history().into_iter().take(2) {
-            store.commit(&batch).unwrap();
-        }
+    for backend in backends() {
+        reopening_restores_exactly(&backend);
     }
-    {
-        let mut store = SqliteStore::open(&path, Durability::Normal).unwrap();
-        for batch in history().into_iter().skip(2) {
-            store.commit(&batch).unwrap();
-        }
-    }
-    let store = SqliteStore::open(&path, Durability::Full).unwrap();
-    assert_eq!(store.load().unwrap(), expected_after_history());
+}
 
-    // New records keep coming after the reopened ones.
-    let mut store = store;
+fn reopening_restores_exactly(backend: &Backend) {
+    {
+        let mut store = backend.open();
+        for batch in history().into_iter().take(2) {
+            store.commit(&batch).expect("the commit succeeds");
+        }
+    }
+    {
+        let mut store = backend.open();
+        for batch in history().into_iter().skip(2) {
+            store.commit(&batch).expect("the commit succeeds");
+        }
+    }
+    let mut store = backend.open();
+    assert_eq!(
+        store.load().expect("the store loads"),
+        expected_after_history(),
+        "{backend:?}"
+    );
+
+    // New records keep coming after the reopened ones (append-only, in commit order).
     store
         .commit(&Batch {
             messages: vec![message("0-first-by-name", 5)],
             ..Batch::default()
         })
-        .unwrap();
+        .expect("the commit succeeds");
     let ids: Vec<String> = store
         .load()
-        .unwrap()
+        .expect("the store loads")
         .messages
         .into_iter()
         .map(|(m, _)| m.id)
         .collect();
-    assert_eq!(ids, ["zeta", "alpha", "mid", "last", "0-first-by-name"]);
+    assert_eq!(
+        ids,
+        ["zeta", "alpha", "mid", "last", "0-first-by-name"],
+        "{backend:?}"
+    );
+}
+
+#[test]
+fn prj13_sqlite_reopens_across_durability_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    for (k, durability) in [Durability::Full, Durability::Normal, Durability::Full]
+        .into_iter()
+        .enumerate()
+    {
+        let mut store = SqliteStore::open(&path, durability).unwrap();
+        if let Some(batch) = history().into_iter().nth(k) {
+            store.commit(&batch).unwrap();
+        }
+    }
+    let store = SqliteStore::open(&path, Durability::Normal).unwrap();
+    assert_eq!(store.load().unwrap(), expected_after_history());
 }
 
 #[test]
@@ -258,6 +296,38 @@ fn sec3_foreign_and_newer_files_are_refused_clearly() {
 
 const CHILD_DB: &str = "ISHIKI_CORE_CRASH_CHILD_DB";
 const CHILD_DURABILITY: &str = "ISHIKI_CORE_CRASH_CHILD_DURABILITY";
+/// Set to a PostgreSQL connection string: the child writes there instead of `CHILD_DB`.
+const CHILD_PG: &str = "ISHIKI_CORE_CRASH_CHILD_PG";
+
+/// Where the killed writer writes.
+#[derive(Debug, Clone)]
+enum CrashStore {
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+impl CrashStore {
+    /// Opens the store. A killed writer leaves its PostgreSQL lease behind until it expires;
+    /// the test knows the writer is dead, so it takes the lease over.
+    fn open(&self, durability: Durability) -> Box<dyn HistoryStore> {
+        match self {
+            Self::Sqlite(path) => {
+                Box::new(SqliteStore::open(path, durability).expect("the store opens"))
+            }
+            Self::Postgres(url) => Box::new(
+                ishiki_postgres::PostgresStore::connect(
+                    url,
+                    "crash",
+                    &ishiki_postgres::PostgresOptions {
+                        when_held: ishiki_postgres::WhenHeld::TakeOver,
+                        ..ishiki_postgres::PostgresOptions::default()
+                    },
+                )
+                .expect("postgres opens"),
+            ),
+        }
+    }
+}
 
 /// Batch `k` of the crash test: `1 + k % 4` messages, an attachment, a withdrawal of the
 /// previous batch's first message, and delivery, catalog and meta all naming `k`.
@@ -305,14 +375,16 @@ fn crash_state(last: u64) -> StoredState {
 
 #[test]
 fn sec4_crash_child_helper() {
-    let Ok(db) = std::env::var(CHILD_DB) else {
-        return; // Not re-executed by the crash test: nothing to do.
+    let target = match (std::env::var(CHILD_PG), std::env::var(CHILD_DB)) {
+        (Ok(url), _) => CrashStore::Postgres(url),
+        (_, Ok(db)) => CrashStore::Sqlite(db.into()),
+        _ => return, // Not re-executed by the crash test: nothing to do.
     };
     let durability = match std::env::var(CHILD_DURABILITY).as_deref() {
         Ok("full") => Durability::Full,
         _ => Durability::Normal,
     };
-    let mut store = SqliteStore::open(Path::new(&db), durability).unwrap();
+    let mut store = target.open(durability);
     let start = store
         .load()
         .unwrap()
@@ -347,39 +419,51 @@ impl Rng {
 
 #[test]
 fn sec4_killed_writer_leaves_whole_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_writer_leaves_whole_batches(&CrashStore::Sqlite(dir.path().join("history.db")));
+}
+
+#[test]
+fn sec4_killed_postgres_writer_leaves_whole_batches() {
+    killed_writer_leaves_whole_batches(&CrashStore::Postgres(super::backends::postgres_url()));
+}
+
+fn killed_writer_leaves_whole_batches(target: &CrashStore) {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)
         | 1;
     let mut rng = Rng(seed);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("history.db");
-    let exe = std::env::current_exe().unwrap();
+    let exe = std::env::current_exe().expect("the test binary has a path");
     let mut last_seen = 0;
 
     for round in 0..20 {
         let kill_after = 1 + rng.next() % 30;
         let durability = if round % 2 == 0 { "normal" } else { "full" };
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "suite::store::sec4_crash_child_helper",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_DB, &db)
+        let mut command = Command::new(&exe);
+        command.args([
+            "--exact",
+            "suite::store::sec4_crash_child_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ]);
+        match target {
+            CrashStore::Sqlite(db) => command.env(CHILD_DB, db),
+            CrashStore::Postgres(url) => command.env(CHILD_PG, url),
+        };
+        let mut child = command
             .env(CHILD_DURABILITY, durability)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
+            .expect("the child starts");
+        let stdout = child.stdout.take().expect("the child's stdout is piped");
         let mut reported = 0;
         let mut lines_seen = 0;
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             if let Some(k) = line.strip_prefix("committed ") {
-                reported = k.parse::<u64>().unwrap();
+                reported = k.parse::<u64>().expect("a number");
                 lines_seen += 1;
                 if lines_seen >= kill_after {
                     break;
@@ -387,16 +471,15 @@ fn sec4_killed_writer_leaves_whole_batches() {
             }
         }
         // SIGKILL, while the child is somewhere in its next commits.
-        child.kill().unwrap();
-        let status = child.wait().unwrap();
+        child.kill().expect("the child can be killed");
+        let status = child.wait().expect("the child is reaped");
         assert!(
             lines_seen >= kill_after,
             "seed {seed} round {round}: the writer stopped early ({status})"
         );
 
-        let store = SqliteStore::open(&db, Durability::Normal)
-            .unwrap_or_else(|e| panic!("seed {seed} round {round}: reopen failed: {e}"));
-        let state = store.load().unwrap();
+        let store = target.open(Durability::Normal);
+        let state = store.load().expect("the store loads");
         let last = state
             .meta
             .get("last_batch")
@@ -419,11 +502,13 @@ fn sec4_killed_writer_leaves_whole_batches() {
         last_seen = last;
         drop(store);
 
-        let conn = rusqlite::Connection::open(&db).unwrap();
-        let check: String = conn
-            .query_row("PRAGMA integrity_check", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(check, "ok", "seed {seed} round {round}");
+        if let CrashStore::Sqlite(db) = target {
+            let conn = rusqlite::Connection::open(db).expect("sqlite opens");
+            let check: String = conn
+                .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+                .expect("the integrity check runs");
+            assert_eq!(check, "ok", "seed {seed} round {round}");
+        }
     }
     assert!(last_seen >= 20);
 }

@@ -2,7 +2,9 @@
 
 use std::fmt::Write as _;
 
-use ishiki_core::text_protocol::{ParsedCall, Segment, parse, render_json, render_xml};
+use ishiki_core::text_protocol::{
+    MAX_CALLS, ParsedCall, Segment, parse, parse_counted, render_json, render_xml,
+};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -471,4 +473,64 @@ proptest! {
         let schema_of = |name: &str| schemas.get(name).cloned();
         prop_assert_eq!(parse(&input, &schema_of), expected, "input: {:?}", input);
     }
+}
+
+/// The work the parser does on `text`, in bytes examined per byte of input.
+fn work_per_byte(text: &str) -> f64 {
+    let (_, work) = parse_counted(text, &no_schema);
+    work as f64 / text.len() as f64
+}
+
+#[test]
+fn sec3_unclosed_parameter_tags_are_parsed_in_linear_work() {
+    // 64,000 calls, each with an unclosed <parameter=: every one used to search the rest of
+    // the text for </parameter>.
+    let unit = "<tool_call><function=echo><parameter=value>v</tool_call>\n";
+    let text = unit.repeat(64_000);
+    let (segments, work) = parse_counted(&text, &no_schema);
+    assert!(
+        work <= 4 * text.len() as u64,
+        "{work} bytes examined for {} bytes of text",
+        text.len()
+    );
+    // The first MAX_CALLS are read (each malformed), the rest is one refusal.
+    let malformed = segments
+        .iter()
+        .filter(|s| matches!(s, Segment::Malformed { .. }))
+        .count();
+    assert_eq!(malformed, MAX_CALLS + 1);
+    let Some(Segment::Malformed { error, .. }) = segments.last() else {
+        panic!("the last segment is the refusal: {:?}", segments.last());
+    };
+    assert_eq!(
+        error,
+        "too many tool calls in one message: only the first 128 were read; make at most 128 calls per message and the rest in the next one"
+    );
+
+    // Within one call's reach the work does not grow with the number of tags either: one
+    // call whose parameters never close, then text with many more tags.
+    for n in [1_000, 8_000, 64_000] {
+        let text = format!(
+            "<tool_call><function=echo>{}",
+            "<parameter=value>x\n".repeat(n)
+        );
+        assert!(work_per_byte(&text) <= 4.0, "n = {n}");
+    }
+}
+
+#[test]
+fn tp1_calls_beyond_the_cap_are_refused_in_one_segment() {
+    let one = r#"<tool_call>{"name": "echo", "arguments": {"value": 1}}</tool_call>"#;
+    let text = one.repeat(MAX_CALLS + 5);
+    let segments = parse(&text, &no_schema);
+    assert_eq!(segments.len(), MAX_CALLS + 1);
+    assert!(
+        segments[..MAX_CALLS]
+            .iter()
+            .all(|s| matches!(s, Segment::Call(_)))
+    );
+    let Some(Segment::Malformed { raw, .. }) = segments.last() else {
+        panic!("the rest is refused: {:?}", segments.last());
+    };
+    assert_eq!(raw, &one.repeat(5));
 }

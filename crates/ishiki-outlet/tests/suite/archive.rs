@@ -128,7 +128,10 @@ async fn out5_dynamic_source_is_read_once_and_paged_from_its_artifact() {
 #[tokio::test]
 async fn out6_file_scheme_pages_with_its_own_url_and_creates_no_artifact() {
     let store = TempStore::new();
-    let outlet = Outlet::new(store.store.clone()).with_budget(Budget::new(200, 4000));
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 200,
+        max_units: 4000,
+    });
     let center = ResourceCenter::new();
     let log: String = (1..=4500).map(|n| format!("entry {n}: ok\n")).collect();
     let mut files = MemFiles::default();
@@ -151,7 +154,10 @@ async fn out6_file_scheme_pages_with_its_own_url_and_creates_no_artifact() {
 #[tokio::test]
 async fn out7_file_continuation_keeps_the_requested_range() {
     let store = TempStore::new();
-    let outlet = Outlet::new(store.store.clone()).with_budget(Budget::new(50, 4000));
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 50,
+        max_units: 4000,
+    });
     let center = ResourceCenter::new();
     let log: String = (1..=1000).map(|n| format!("entry {n}\n")).collect();
     let mut files = MemFiles::default();
@@ -174,7 +180,10 @@ async fn out7_file_continuation_keeps_the_requested_range() {
 #[tokio::test]
 async fn out6_existing_artifact_pages_create_no_new_artifact() {
     let store = TempStore::new();
-    let outlet = Outlet::new(store.store.clone()).with_budget(Budget::new(100, 3000));
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 100,
+        max_units: 3000,
+    });
     let center = ResourceCenter::new();
     center.register_file_scheme(store.store.clone());
     let text = large_text(700);
@@ -191,7 +200,10 @@ async fn out6_existing_artifact_pages_create_no_new_artifact() {
 #[test]
 fn out5_same_output_is_archived_once() {
     let store = TempStore::new();
-    let outlet = Outlet::new(store.store.clone()).with_budget(Budget::new(10, 1000));
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 10,
+        max_units: 1000,
+    });
     let text = large_text(100);
     let a = outlet.emit("bash", Display::text(text.clone())).unwrap();
     let b = outlet.emit("bash", Display::text(text)).unwrap();
@@ -202,7 +214,10 @@ fn out5_same_output_is_archived_once() {
 #[test]
 fn out5_archive_failure_is_a_clear_error() {
     let failing = Arc::new(FailingStore::default());
-    let outlet = Outlet::new(failing.clone()).with_budget(Budget::new(10, 1000));
+    let outlet = Outlet::new(failing.clone()).with_budget(Budget {
+        max_lines: 10,
+        max_units: 1000,
+    });
     let err = outlet
         .emit("bash", Display::text(large_text(100)))
         .unwrap_err();
@@ -321,7 +336,10 @@ fn cm7_persisted_urls_are_reused_and_live_urls_snapshotted() {
 #[test]
 fn out5_paged_display_archives_the_text_after_media_replacement() {
     let store = TempStore::new();
-    let outlet = Outlet::new(store.store.clone()).with_budget(Budget::new(20, 2000));
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 20,
+        max_units: 2000,
+    });
     let shown = outlet
         .emit(
             "browser",
@@ -353,5 +371,73 @@ fn out3_archive_failure_of_media_is_a_clear_error() {
     assert_eq!(
         err.message(),
         "cannot archive image/png media of `screenshot`: disk full"
+    );
+}
+
+#[test]
+fn out5_next_page_follows_an_archived_result_to_its_end() {
+    let store = TempStore::new();
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 20,
+        max_units: 2000,
+    });
+    let text: String = (1..=300).map(|n| format!("row {n} ✓ 😀\n")).collect();
+    let mut page = outlet.emit("bash", Display::text(text.clone())).unwrap();
+    let mut joined = page.body().to_owned();
+    let mut pages = 1;
+    while let Some(next) = page.continuation.clone() {
+        page = outlet.next_page(&next).unwrap();
+        check_page(&page, outlet.budget());
+        joined.push_str(page.body());
+        pages += 1;
+    }
+    assert_eq!(
+        joined, text,
+        "the pages joined reproduce the archived text (OUT-7)"
+    );
+    assert!(pages > 10);
+    assert_eq!(store.count(), 1, "paging archives nothing more");
+}
+
+#[test]
+fn next_page_refuses_what_it_cannot_read() {
+    let store = TempStore::new();
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 5,
+        max_units: 1000,
+    });
+    let long: String = (1..=50).map(|n| format!("{n}\n")).collect();
+    let first = outlet.emit("bash", Display::text(long)).unwrap();
+    let url = first.continuation.unwrap().url;
+    let base = url.split('?').next().unwrap().to_owned();
+    let cases = [
+        "workspace:///home/workspace/a.txt?offset=3".to_owned(),
+        format!("{base}?offset=x"),
+        format!("{base}?offset=100000"),
+        format!("{base}?lines=1-2"),
+        "artifact://bash/0000000000000000.txt?offset=0".to_owned(),
+    ];
+    let messages: Vec<String> = cases
+        .iter()
+        .map(|url| {
+            let err = outlet
+                .next_page(&ishiki_outlet::Continuation { url: url.clone() })
+                .unwrap_err();
+            assert_eq!(err.kind(), OutletErrorKind::Continuation);
+            err.message().replace(&base, "artifact://bash/<hash>.txt")
+        })
+        .collect();
+    assert_eq!(
+        messages[..4],
+        [
+            "workspace:///home/workspace/a.txt is not an artifact; read it through the resource center",
+            "offset \"x\" is not a byte offset",
+            "offset 100000 is not inside artifact://bash/<hash>.txt",
+            "unexpected parameter \"lines=1-2\" in artifact://bash/<hash>.txt",
+        ]
+    );
+    assert_eq!(
+        messages[4],
+        "no artifact at `artifact://bash/0000000000000000.txt`"
     );
 }

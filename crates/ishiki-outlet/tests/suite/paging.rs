@@ -52,7 +52,10 @@ fn text() -> impl Strategy<Value = String> {
 /// separator and one character (the documented minimum), plus some room.
 fn budget_for(url_shape: &str, len: usize, extra_units: usize, extra_lines: usize) -> Budget {
     let worst = continue_line(&format!("{url_shape}?offset={len}"), len as u64, len as u64);
-    Budget::new(3 + extra_lines, utf16_len(&worst) + 3 + extra_units)
+    Budget {
+        max_lines: 3 + extra_lines,
+        max_units: utf16_len(&worst) + 3 + extra_units,
+    }
 }
 
 /// Pages `text` as a FileScheme read would: each page is the rest of the text from the last
@@ -141,7 +144,7 @@ proptest! {
         max_lines in 0usize..8,
         salt in any::<u64>(),
     ) {
-        let budget = Budget::new(max_lines, max_units);
+        let budget = Budget { max_lines, max_units };
         let mut offset = 0;
         let mut pages = 0;
         loop {
@@ -165,7 +168,10 @@ proptest! {
 #[test]
 fn out7_empty_text_is_one_page_without_anchor() {
     let store = TempStore::new();
-    let outlet = Outlet::new(store.store.clone()).with_budget(Budget::new(3, 120));
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 3,
+        max_units: 120,
+    });
     assert_eq!(page_file(&outlet, ""), vec![String::new()]);
     let page = outlet.emit("t", Display::text("")).unwrap();
     assert_eq!(page.text, "");
@@ -189,7 +195,13 @@ fn out4_default_budget_is_2000_lines_and_30000_units() {
     let text: String = (1..=4500).map(|n| format!("entry {n}: ok\n")).collect();
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone());
-    assert_eq!(outlet.budget(), Budget::new(2000, 30_000));
+    assert_eq!(
+        outlet.budget(),
+        Budget {
+            max_lines: 2000,
+            max_units: 30_000
+        }
+    );
     let bodies = page_file(&outlet, &text);
     assert_eq!(bodies.concat(), text);
     // 1998 lines + the separator's blank line + the Continue line = 2000.
@@ -201,7 +213,10 @@ fn out4_default_budget_is_2000_lines_and_30000_units() {
 fn out4_crlf_pages_end_after_the_line_feed() {
     let text = "row\r\n".repeat(50);
     let store = TempStore::new();
-    let outlet = Outlet::new(store.store.clone()).with_budget(Budget::new(12, 1000));
+    let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
+        max_lines: 12,
+        max_units: 1000,
+    });
     let bodies = page_file(&outlet, &text);
     assert_eq!(bodies.concat(), text);
     assert!(bodies.iter().all(|b| b.ends_with("\r\n")));

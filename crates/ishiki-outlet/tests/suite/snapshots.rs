@@ -21,7 +21,10 @@ fn bash_display() -> Display {
 #[test]
 fn out4_out5_bash_display_cut_at_the_budget() {
     let store = TempStore::new();
-    let budget = Budget::new(12, 600);
+    let budget = Budget {
+        max_lines: 12,
+        max_units: 600,
+    };
     let outlet = Outlet::new(store.store.clone()).with_budget(budget);
     let shown = outlet.emit("bash", bash_display()).unwrap();
     check_page(&shown, budget);
@@ -32,7 +35,10 @@ fn out4_out5_bash_display_cut_at_the_budget() {
 #[test]
 fn out6_file_page_with_its_continue_line() {
     let store = TempStore::new();
-    let budget = Budget::new(8, 400);
+    let budget = Budget {
+        max_lines: 8,
+        max_units: 400,
+    };
     let outlet = Outlet::new(store.store.clone()).with_budget(budget);
     let file: String = (1..=30)
         .map(|n| format!("TODO {n}: water the plants 🌱\n"))

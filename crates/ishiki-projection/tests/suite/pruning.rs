@@ -64,7 +64,7 @@ fn prj5_seed_worked_example() {
 
 #[test]
 fn prj5_recent_pruning_scenario() {
-    // shared/scenarios/recent-pruning.yaml: one recent screenshot per step, each viewed by the
+    // examples/recent-pruning.yaml: one recent screenshot per step, each viewed by the
     // next request. Request k (1-based) sees the images of steps 1..k-1.
     let mut w = World::new(seed_config());
     let mut requests = Vec::new();

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use ishiki_projection::{
-    AttachmentConfig, AttachmentRecord, DeliveryState, Lifetime, Projection, SourceLink, Verdict,
+    AttachmentConfig, AttachmentRecord, DeliveryState, ImageLimits, Lifetime, Projection,
+    SourceLink, Verdict, encoded_len,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -100,15 +101,45 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Provider limits of the same order as the profile's: none, or some of each kind.
+fn provider_limits() -> impl Strategy<Value = ImageLimits> {
+    let some = (
+        prop::option::of(8u64..=16),
+        prop::option::of(12u64..=28),
+        prop::option::of(1usize..=4),
+        prop::option::of(5u32..=12),
+        prop::option::of((0usize..=3, 3u32..=10)),
+    )
+        .prop_map(
+            |(image_bytes, request_bytes, images, dimension, many)| ImageLimits {
+                provider: "acme".into(),
+                image_bytes,
+                request_bytes,
+                images,
+                dimension,
+                many_images: many.map(|m| m.0),
+                many_images_dimension: many.map(|m| m.1),
+            },
+        );
+    prop_oneof![1 => Just(ImageLimits::default()), 2 => some]
+}
+
 fn config() -> impl Strategy<Value = (AttachmentConfig, bool)> {
     (
         (0usize..=4, 1usize..=3, 1usize..=4),
         (4u64..=12, 6u64..=20, 6u32..=12),
         any::<bool>(),
         prop_oneof![4 => Just(true), 1 => Just(false)],
+        provider_limits(),
     )
         .prop_map(
-            |((count, batch, max_count), (max_bytes, max_total, max_dim), msg_in, image_input)| {
+            |(
+                (count, batch, max_count),
+                (max_bytes, max_total, max_dim),
+                msg_in,
+                image_input,
+                provider_limits,
+            )| {
                 let config = AttachmentConfig {
                     image_input: true,
                     message_image_input: msg_in,
@@ -119,6 +150,7 @@ fn config() -> impl Strategy<Value = (AttachmentConfig, bool)> {
                     max_total_image_bytes: max_total,
                     max_image_count: max_count,
                     max_image_dimension: max_dim,
+                    provider_limits,
                 };
                 (config, image_input)
             },
@@ -158,11 +190,17 @@ impl Sim {
 
     fn within_limits(&self, r: &AttachmentRecord) -> bool {
         let c = &self.w.config;
+        let p = &c.provider_limits;
         let (width, height) = r.dimensions.unwrap_or((0, 0));
+        let side = width.max(height);
+        let encoded = encoded_len(r.bytes);
         r.bytes <= c.max_image_bytes
             && r.bytes <= c.max_total_image_bytes
-            && width <= c.max_image_dimension
-            && height <= c.max_image_dimension
+            && side <= c.max_image_dimension
+            && p.image_bytes.is_none_or(|max| encoded <= max)
+            && p.request_bytes.is_none_or(|max| encoded <= max)
+            && p.dimension.is_none_or(|max| side <= max)
+            && !(p.many_images == Some(0) && p.many_images_dimension.is_some_and(|m| side > m))
     }
 
     /// An image that nothing but the budget can keep from this request.
@@ -197,6 +235,48 @@ impl Sim {
         prop_assert!(total <= c.max_total_image_bytes, "total {total}");
         for r in &images {
             prop_assert!(self.within_limits(r), "{} over a per-image limit", r.id);
+        }
+        // Nor any provider limit: count, base64 bytes, the many-images rule.
+        let p_limits = &c.provider_limits;
+        if let Some(max) = p_limits.images {
+            prop_assert!(images.len() <= max, "provider count {}", images.len());
+        }
+        if let Some(max) = p_limits.request_bytes {
+            let encoded: u64 = images.iter().map(|r| encoded_len(r.bytes)).sum();
+            prop_assert!(encoded <= max, "provider bytes {encoded}");
+        }
+        if let (Some(above), Some(side)) = (p_limits.many_images, p_limits.many_images_dimension) {
+            let big = images
+                .iter()
+                .any(|r| r.dimensions.is_some_and(|(w, h)| w > side || h > side));
+            prop_assert!(
+                !big || images.len() <= above,
+                "many-images rule: {}",
+                images.len()
+            );
+        }
+
+        // Viewed `recent` images leave in whole batches (PRJ-5 pruning and the PRJ-8 budget
+        // alike), unless none of them is left in the request: one at a time would break the
+        // prefix cache in every request.
+        let batch = c.image_prune_batch_size.max(1);
+        for media in ["image/", "audio/"] {
+            let released = p
+                .pending
+                .released()
+                .into_iter()
+                .filter(|id| self.record(id).media_type.starts_with(media))
+                .count();
+            let recent_left = embedded(p).iter().any(|id| {
+                let r = self.record(id);
+                r.media_type.starts_with(media)
+                    && r.lifetime == Lifetime::Recent
+                    && self.w.state.record(id).viewed
+            });
+            prop_assert!(
+                released.is_multiple_of(batch) || !recent_left,
+                "{released} {media} released with batch {batch} while viewed recent ones stay"
+            );
         }
 
         let text = all_text(p);

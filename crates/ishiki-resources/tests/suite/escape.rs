@@ -373,3 +373,36 @@ proptest! {
         prop_assert_eq!(sandbox.outside_listing(), before);
     }
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn res4_relative_symlinks_may_climb_inside_but_absolute_ones_are_refused() {
+    use std::os::unix::fs::symlink;
+    let sandbox = Sandbox::new();
+    let root = sandbox.canonical_root();
+    // Up and back down, never above the root: followed.
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    symlink("../../home/workspace/notes.txt", root.join("a/b/up")).unwrap();
+    assert_eq!(
+        text(sandbox.center.read("workspace:///a/b/up").await.unwrap()).0,
+        "TODO: a\nplain\nTODO: b\n"
+    );
+    // Absolute, even to a file inside the root: refused, like `openat2(RESOLVE_BENEATH)`.
+    symlink(root.join("home/workspace/notes.txt"), root.join("a/abs")).unwrap();
+    for url in ["workspace:///a/abs", "local:///a/abs"] {
+        let err = sandbox.center.read(url).await.unwrap_err();
+        assert_eq!(
+            (err.kind(), err.message()),
+            (
+                ErrorKind::Escape,
+                format!("`{url}` is refused: the symlink `/a/abs` is absolute (only relative symlinks that stay inside the root are followed)").as_str()
+            )
+        );
+    }
+    let err = sandbox.workspace.write("/a/abs", b"x").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Escape, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("home/workspace/notes.txt")).unwrap(),
+        "TODO: a\nplain\nTODO: b\n"
+    );
+}

@@ -9,4 +9,6 @@ mod escape;
 #[cfg(feature = "http")]
 mod http;
 mod media;
+#[cfg(target_os = "linux")]
+mod race;
 mod wire;

@@ -1,5 +1,5 @@
 //! Invariants under random input: the catalog's step rules (TS-2, TS-3) over random sequences
-//! of adds, searches, steps and restarts; signatures and search over arbitrary input.
+//! of adds, removals, searches, steps and restarts; signatures and search over arbitrary input.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -28,6 +28,7 @@ enum Op {
     Query(String),
     Step,
     Restart,
+    Remove(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -39,6 +40,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::Step),
         Just(Op::Step),
         Just(Op::Restart),
+        (0..NAMES.len()).prop_map(Op::Remove),
     ]
 }
 
@@ -65,6 +67,8 @@ proptest! {
         // What was added, in order, so a restart can add it again.
         let mut added: Vec<ToolDef> = Vec::new();
         let mut previous: Option<Vec<String>> = None;
+        // Listed tools removed since the last step, which that step must announce.
+        let mut unannounced: Vec<String> = Vec::new();
         for op in ops {
             match op {
                 Op::Add { tool, resident } => {
@@ -84,6 +88,27 @@ proptest! {
                 Op::Query(q) => {
                     let hits = catalog.search(&q, 3);
                     prop_assert!(hits.len() <= 3);
+                    for hit in &hits {
+                        prop_assert!(!catalog.is_removed(&hit.name), "removed {} found", hit.name);
+                    }
+                }
+                Op::Remove(tool) => {
+                    let name = NAMES[tool];
+                    let before: Vec<String> = catalog.available().iter().map(|t| t.name.clone()).collect();
+                    let was_callable = catalog.is_available(name);
+                    let removed = catalog.remove(name);
+                    prop_assert_eq!(removed, added.iter().any(|a| a.name == name));
+                    added.retain(|a| a.name != name);
+                    let after: Vec<String> = catalog.available().iter().map(|t| t.name.clone()).collect();
+                    // The list is untouched; the tool is no longer callable nor searchable.
+                    prop_assert_eq!(before, after);
+                    prop_assert!(!catalog.is_available(name));
+                    let found = catalog.search(&format!("select:{name}"), 5);
+                    prop_assert!(found.is_empty(), "removed {} found", name);
+                    unannounced.retain(|n| n != name);
+                    if was_callable {
+                        unannounced.push(name.to_owned());
+                    }
                 }
                 Op::Step => {
                     let step = catalog.begin_step();
@@ -98,6 +123,14 @@ proptest! {
                     }
                     let available: Vec<String> = catalog.available().iter().map(|t| t.name.clone()).collect();
                     prop_assert_eq!(&available, &tools);
+                    // Every listed tool removed since the last step is announced, once.
+                    let removed: Vec<String> = step.removed.clone();
+                    unannounced.retain(|n| catalog.is_removed(n));
+                    prop_assert_eq!(&removed, &unannounced);
+                    unannounced.clear();
+                    for name in &removed {
+                        prop_assert!(tools.contains(name), "{} announced but not listed", name);
+                    }
                     previous = Some(tools);
                 }
                 Op::Restart => {
@@ -107,9 +140,19 @@ proptest! {
                         restarted.add(d.clone());
                     }
                     restarted.restore(&state);
-                    let before: Vec<String> = catalog.available().iter().map(|t| t.name.clone()).collect();
+                    // Removed tools the caller no longer adds leave the list; nothing else moves.
+                    let before: Vec<String> = catalog
+                        .available()
+                        .iter()
+                        .map(|t| t.name.clone())
+                        .filter(|n| !catalog.is_removed(n))
+                        .collect();
                     let after: Vec<String> = restarted.available().iter().map(|t| t.name.clone()).collect();
-                    prop_assert_eq!(before, after, "a restart changed the list");
+                    prop_assert_eq!(&before, &after, "a restart changed the list");
+                    if let Some(previous) = &mut previous {
+                        previous.retain(|n| after.contains(n));
+                    }
+                    unannounced.clear();
                     prop_assert_eq!(restarted.state().step, state.step);
                     catalog = restarted;
                 }

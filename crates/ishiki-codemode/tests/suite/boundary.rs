@@ -1,0 +1,258 @@
+//! What crosses the worker boundary and when: flow control under many concurrent calls, lone
+//! surrogates, calls a program did not await, names that are no tool, numbers past 2^53, and
+//! runaway async recursion. Every test runs in worker processes, bounded by the program's own
+//! time limit (a deadlock fails as a timeout instead of hanging).
+
+use super::support::{FnTool, echo, limits, outcome, sandbox};
+use ishiki_codemode::CallableTool;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_calls_with_64_kib_replies_all_complete() {
+    // CM-3: 1 000 × 64 KiB = 62.5 MiB of replies, far past what pipes and the reply backlog
+    // hold at once; without flow control the worker and the host each wait for the other.
+    let sandbox = sandbox(limits());
+    let blob = "x".repeat(64 << 10);
+    let tool: Arc<dyn CallableTool> = Arc::new(FnTool::new("blob", move |input| {
+        Ok(json!({ "i": input["i"], "data": blob }))
+    }));
+    let code = r#"
+        const replies = await Promise.all(Array.from({ length: 1000 }, (_, i) => tools.blob({ i })));
+        return {
+            n: replies.length,
+            ordered: replies.every((r, i) => r.i === i),
+            bytes: replies.reduce((sum, r) => sum + r.data.length, 0),
+        };
+    "#;
+    let result = outcome(&sandbox, code, vec![tool]).await;
+    assert_eq!(
+        result,
+        format!(
+            r#"ok {{"bytes":{},"n":1000,"ordered":true}}"#,
+            1000 * (64 << 10)
+        )
+    );
+}
+
+#[tokio::test]
+async fn lone_surrogates_reach_tools_and_results_as_replacement_characters() {
+    // One half of 😀 in a return value, a tool input and an object key: each arrives as
+    // U+FFFD, the program goes on, and a tool's answer comes back as it was sent.
+    let sandbox = sandbox(limits());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let tool: Arc<dyn CallableTool> = Arc::new(FnTool::new("keep", move |input| {
+        record.lock().expect("lock").push(input.clone());
+        Ok(input)
+    }));
+    let result = sandbox
+        .run(
+            r#"
+            const half = 'ab😀cd'.slice(0, 3);
+            const back = await tools.keep({ s: half, [half]: 1, pair: '😀' });
+            console.log(half);
+            return { half, back, low: '😀'.slice(1), length: half.length };
+            "#,
+            vec![tool],
+        )
+        .await
+        .expect("the program returns");
+    let input = seen.lock().expect("lock").clone();
+    assert_eq!(
+        input,
+        vec![json!({ "s": "ab\u{fffd}", "ab\u{fffd}": 1, "pair": "😀" })]
+    );
+    assert_eq!(
+        result.value,
+        json!({
+            "half": "ab\u{fffd}",
+            "back": { "s": "ab\u{fffd}", "ab\u{fffd}": 1, "pair": "😀" },
+            "low": "\u{fffd}",
+            "length": 3,
+        })
+    );
+    assert_eq!(result.console, vec!["ab\u{fffd}"]);
+}
+
+#[tokio::test]
+async fn calls_a_program_did_not_await_never_start_and_the_result_says_so() {
+    // CM-1: 50 writes fired without `await`, then `return`: none runs, in every run, and none
+    // runs later either (the next program sees only its own call).
+    let sandbox = sandbox(limits());
+    let count = Arc::new(FnTool::new("count", |_| Ok(json!({ "ok": true }))));
+    let tools = || -> Vec<Arc<dyn CallableTool>> { vec![count.clone(), echo()] };
+    for run in 0..5 {
+        let result = sandbox
+            .run(
+                "for (let i = 0; i < 50; i++) { tools.count({ i }); }\nreturn 'returned'",
+                tools(),
+            )
+            .await
+            .expect("the program returns");
+        assert_eq!(result.value, json!("returned"));
+        assert_eq!(
+            result.console,
+            vec!["[50 tool calls the program did not await were cancelled before they started]"]
+        );
+        assert_eq!(count.calls(), run, "run {run}");
+        // The next program's one awaited call is the only one that lands.
+        let next = outcome(&sandbox, "await tools.count({}); return 1", tools()).await;
+        assert_eq!(next, "ok 1");
+        assert_eq!(count.calls(), run + 1, "run {run}");
+    }
+}
+
+#[tokio::test]
+async fn a_call_already_running_when_the_program_returns_finishes_before_the_result() {
+    // Sent together with an awaited call, the unawaited one has started; it runs to its end
+    // before `run` returns (the same effects every run) and its result is dropped.
+    let sandbox = sandbox(limits());
+    let count = Arc::new(FnTool::new("count", |_| Ok(json!({ "ok": true }))));
+    for run in 1..=3 {
+        let result = sandbox
+            .run(
+                "tools.count({});\nawait tools.echo({});\nreturn 'returned'",
+                vec![count.clone(), echo()],
+            )
+            .await
+            .expect("the program returns");
+        assert_eq!(result.value, json!("returned"));
+        assert_eq!(count.calls(), run);
+    }
+}
+
+#[tokio::test]
+async fn a_name_that_is_no_tool_is_named_when_read() {
+    let sandbox = sandbox(limits());
+    let tools = || -> Vec<Arc<dyn CallableTool>> { vec![echo()] };
+    let uncaught = outcome(&sandbox, "await tools.nope({});\nreturn 1", tools()).await;
+    let caught = outcome(
+        &sandbox,
+        "try { await tools.reed({ url: 'x' }); } catch (e) { return [e.name, e.message]; }",
+        tools(),
+    )
+    .await;
+    let none = outcome(&sandbox, "return tools.anything()", vec![]).await;
+    // What JavaScript itself asks of objects still answers as on a plain object.
+    let probes = outcome(
+        &sandbox,
+        "const t = await tools; return [t === tools, typeof tools.then, typeof tools.toJSON, 'nope' in tools, Object.keys(tools), JSON.stringify(tools)]",
+        tools(),
+    )
+    .await;
+    assert_eq!(
+        probes,
+        r#"ok [true,"undefined","undefined",false,["echo"],"{}"]"#
+    );
+    insta::assert_snapshot!(format!("{uncaught}\n{caught}\n{none}"));
+}
+
+#[tokio::test]
+async fn unbounded_async_recursion_ends_on_the_recursion_limit() {
+    // Boa raises the limit inside a promise capability, as an internal "cannot fail per spec".
+    let sandbox = sandbox(limits());
+    let result = outcome(
+        &sandbox,
+        "async function deeper(n) { return await deeper(n + 1); }\nreturn await deeper(0);",
+        vec![echo()],
+    )
+    .await;
+    assert!(!result.contains("per spec"), "{result}");
+    insta::assert_snapshot!(result);
+}
+
+#[tokio::test]
+async fn integers_past_2_pow_53_in_tool_input_are_refused_and_the_rest_arrive_exactly() {
+    // JavaScript numbers are doubles: `12345678901234567890` is already rounded when the
+    // program holds it. A tool input with a number past 2^53 (where doubles stop holding every
+    // integer) fails, catchable and naming the path, instead of passing a rounded value on;
+    // every other number arrives as the same double.
+    let sandbox = sandbox(limits());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let tool: Arc<dyn CallableTool> = Arc::new(FnTool::new("keep", move |input| {
+        record.lock().expect("lock").push(input.clone());
+        Ok(json!(null))
+    }));
+    let refused = outcome(
+        &sandbox,
+        "try { await tools.keep({ order: { id: 12345678901234567890 } }); return 'sent'; } catch (e) { return e.message; }",
+        vec![tool.clone()],
+    )
+    .await;
+    let negative = outcome(
+        &sandbox,
+        "try { await tools.keep({ list: [1, -(2 ** 60)] }); return 'sent'; } catch (e) { return e.message; }",
+        vec![tool.clone()],
+    )
+    .await;
+    let bigint = outcome(
+        &sandbox,
+        "try { await tools.keep({ n: 10n }); return 'sent'; } catch (e) { return e.name + ': ' + e.message; }",
+        vec![tool.clone()],
+    )
+    .await;
+    insta::assert_snapshot!(format!("{refused}\n{negative}\n{bigint}"));
+    assert!(seen.lock().expect("lock").is_empty());
+
+    let exact = outcome(
+        &sandbox,
+        "await tools.keep({ n: [2 ** 53, -(2 ** 53), 9007199254740991, 0.1 + 0.2, 5e-324, 123.456e-7, -0, 1e-300] }); return 'sent'",
+        vec![tool],
+    )
+    .await;
+    assert_eq!(exact, "ok \"sent\"");
+    let input = seen.lock().expect("lock").clone();
+    let numbers: Vec<f64> = input[0]["n"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|n| n.as_f64().expect("number"))
+        .collect();
+    let expected: [f64; 8] = [
+        9_007_199_254_740_992.0,
+        -9_007_199_254_740_992.0,
+        9_007_199_254_740_991.0,
+        0.1 + 0.2,
+        5e-324,
+        123.456e-7,
+        0.0,
+        1e-300,
+    ];
+    assert_eq!(numbers.len(), expected.len());
+    for (got, want) in numbers.iter().zip(expected) {
+        assert_eq!(got.to_bits(), want.to_bits(), "{got} != {want}");
+    }
+}
+
+#[tokio::test]
+async fn workers_report_their_confinement() {
+    // SEC-1: the report comes from a started worker; on Linux seccomp and no_new_privs are
+    // always there (Landlock depends on the kernel's configuration and is reported either way).
+    let sandbox = sandbox(limits());
+    sandbox.warm().await.expect("a worker starts");
+    let report = sandbox.confinement().expect("the worker sent its report");
+    let names: Vec<&str> = report.layers.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["no_new_privs", "landlock", "seccomp"]);
+    if cfg!(target_os = "linux") {
+        assert!(
+            report.layer("seccomp").is_some_and(|l| l.enforced),
+            "{report}"
+        );
+        assert!(
+            report.layer("no_new_privs").is_some_and(|l| l.enforced),
+            "{report}"
+        );
+    }
+    // A confined worker still runs programs.
+    assert_eq!(
+        outcome(
+            &sandbox,
+            "return (await tools.echo({ a: 1 })).a",
+            vec![echo()]
+        )
+        .await,
+        "ok 1"
+    );
+}

@@ -1,0 +1,202 @@
+//! Limits on every tool call, direct or from a codemode program (issue 13): a deadline and a
+//! cap on the bytes of the raw result (`tools.timeoutMs`, `tools.maxResultBytes`).
+//!
+//! A tool's future runs on tokio's blocking pool, driven by the runtime's handle, so a tool
+//! that blocks its thread (synchronous work inside `execute`) cannot stall the caller: when
+//! the deadline passes, the call fails and its thread is abandoned to finish on its own. The
+//! raw result is measured as JSON by a counting writer that stops at the cap, so measuring
+//! allocates nothing. Over a limit, only that call fails, with an error naming the tool and
+//! the limit.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::profile::ToolsSection;
+use crate::tool::{Tool, ToolContext, ToolError};
+
+/// The limits of one tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CallLimits {
+    /// The deadline of the whole call.
+    pub(crate) timeout: Duration,
+    /// The largest raw result, in bytes of compact JSON.
+    pub(crate) max_result_bytes: u64,
+}
+
+impl CallLimits {
+    pub(crate) fn from_profile(tools: &ToolsSection) -> Self {
+        Self {
+            timeout: Duration::from_millis(tools.timeout_ms),
+            max_result_bytes: tools.max_result_bytes,
+        }
+    }
+}
+
+/// Runs `tool.execute` under `limits`: fails when the deadline passes first (the work is
+/// abandoned), when the tool panics, or when its raw result is larger than the cap.
+pub(crate) async fn execute(
+    tool: Arc<dyn Tool>,
+    name: &str,
+    input: Value,
+    context: &ToolContext,
+    limits: CallLimits,
+) -> Result<Value, ToolError> {
+    let context = context.clone();
+    let handle = tokio::runtime::Handle::current();
+    let task = tokio::task::spawn_blocking(move || {
+        handle.block_on(async move { tool.execute(input, &context).await })
+    });
+    let raw = match tokio::time::timeout(limits.timeout, task).await {
+        Err(_elapsed) => return Err(timed_out(name, limits.timeout)),
+        Ok(Err(join)) => {
+            return Err(ToolError::new(format!(
+                "the tool `{name}` stopped unexpectedly: {}",
+                if join.is_panic() {
+                    "it panicked"
+                } else {
+                    "it was cancelled"
+                }
+            )));
+        }
+        Ok(Ok(result)) => result?,
+    };
+    check_size(name, &raw, limits.max_result_bytes)?;
+    Ok(raw)
+}
+
+/// Runs any future of a call under the deadline of `limits` (for calls the runtime serves
+/// itself, like a direct `read`).
+pub(crate) async fn with_deadline<T>(
+    name: &str,
+    limits: CallLimits,
+    work: impl Future<Output = Result<T, ToolError>>,
+) -> Result<T, ToolError> {
+    tokio::time::timeout(limits.timeout, work)
+        .await
+        .unwrap_or_else(|_elapsed| Err(timed_out(name, limits.timeout)))
+}
+
+pub(crate) fn timed_out(name: &str, timeout: Duration) -> ToolError {
+    ToolError::new(format!(
+        "the tool `{name}` did not finish within its time limit of {} ms (tools.timeoutMs); it was abandoned",
+        timeout.as_millis()
+    ))
+}
+
+/// Fails when `raw`, as compact JSON, is larger than `max` bytes.
+pub(crate) fn check_size(name: &str, raw: &Value, max: u64) -> Result<(), ToolError> {
+    let mut counter = Counter { bytes: 0, max };
+    if serde_json::to_writer(&mut counter, raw).is_err() {
+        return Err(ToolError::new(format!(
+            "the result of the tool `{name}` is larger than {max} bytes (tools.maxResultBytes): ask it for less"
+        )));
+    }
+    Ok(())
+}
+
+/// The largest integer a JSON number carries exactly everywhere it goes (a codemode program's
+/// numbers are doubles): 2^53 - 1.
+const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
+
+/// The first number in a tool input that cannot be carried exactly, as an error text: an
+/// integer beyond ±(2^53 - 1), or a whole-valued float that large (an integer literal too long
+/// for 64 bits arrives as one). Such values are refused rather than silently rounded.
+pub(crate) fn imprecise_number(input: &Value) -> Option<String> {
+    fn walk(value: &Value, path: &mut String) -> Option<String> {
+        match value {
+            Value::Number(n) => {
+                let too_big = if let Some(u) = n.as_u64() {
+                    u > MAX_EXACT_INTEGER
+                } else if let Some(i) = n.as_i64() {
+                    i.unsigned_abs() > MAX_EXACT_INTEGER
+                } else {
+                    n.as_f64()
+                        .is_some_and(|f| f.fract() == 0.0 && f.abs() > MAX_EXACT_INTEGER as f64)
+                };
+                too_big.then(|| {
+                    let at = if path.is_empty() { "/" } else { path.as_str() };
+                    format!(
+                        "at {at}: the number {n} is too large to be exact; integers must be within ±{MAX_EXACT_INTEGER} (pass larger ones as strings)"
+                    )
+                })
+            }
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+                let len = path.len();
+                path.push_str(&format!("/{i}"));
+                let found = walk(item, path);
+                path.truncate(len);
+                found
+            }),
+            Value::Object(map) => map.iter().find_map(|(key, item)| {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                let found = walk(item, path);
+                path.truncate(len);
+                found
+            }),
+            _ => None,
+        }
+    }
+    walk(input, &mut String::new())
+}
+
+/// An `io::Write` that only counts, and fails once the count passes `max`.
+struct Counter {
+    bytes: u64,
+    max: u64,
+}
+
+impl io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bytes = self.bytes.saturating_add(buf.len() as u64);
+        if self.bytes > self.max {
+            return Err(io::Error::other("over the limit"));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn integers_beyond_two_to_the_53_are_refused_not_rounded() {
+        let exact =
+            json!({ "n": 9_007_199_254_740_991_u64, "m": -9_007_199_254_740_991_i64, "f": 1.5 });
+        assert_eq!(imprecise_number(&exact), None);
+        let big: Value =
+            serde_json::from_str(r#"{"a": [1, {"id": 123456789012345678901234}]}"#).expect("json");
+        assert_eq!(
+            imprecise_number(&big).as_deref(),
+            Some(
+                "at /a/1/id: the number 1.2345678901234569e+23 is too large to be exact; integers must be within ±9007199254740991 (pass larger ones as strings)"
+            )
+        );
+        let u64_big = json!({ "n": 9_007_199_254_740_993_u64 });
+        assert!(
+            imprecise_number(&u64_big)
+                .is_some_and(|m| m.starts_with("at /n: the number 9007199254740993 "))
+        );
+    }
+
+    #[test]
+    fn result_size_is_measured_as_compact_json() {
+        let raw = json!({ "a": "xyz" });
+        // {"a":"xyz"} is 11 bytes.
+        assert!(check_size("t", &raw, 11).is_ok());
+        assert_eq!(
+            check_size("t", &raw, 10).map_err(|e| e.message().to_owned()),
+            Err("the result of the tool `t` is larger than 10 bytes (tools.maxResultBytes): ask it for less".to_owned())
+        );
+    }
+}

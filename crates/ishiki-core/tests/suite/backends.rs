@@ -1,0 +1,86 @@
+//! The history stores every store conformance test runs against (PRJ-13, SEC-4): SQLite,
+//! memory and PostgreSQL (a throwaway cluster shared by this test binary, a fresh database per
+//! backend). One test body takes a [`Backend`] and must pass on each.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ishiki_core::{Assembly, Clock, Durability, HistoryStore, MemoryStore, Runtime, SqliteStore};
+use ishiki_postgres::testing::TestCluster;
+use ishiki_postgres::{PostgresOptions, PostgresStore};
+
+/// One history, opened again at every [`open`](Backend::open) (a reopen after a restart).
+pub(crate) struct Backend {
+    pub(crate) name: &'static str,
+    open: Box<dyn Fn() -> Box<dyn HistoryStore>>,
+}
+
+impl Backend {
+    /// Opens the history again. A PostgreSQL store holds the conversation's lease until it is
+    /// dropped, so drop the previous one first.
+    pub(crate) fn open(&self) -> Box<dyn HistoryStore> {
+        (self.open)()
+    }
+
+    /// A runtime on `dir` (artifacts, assets, workspace) whose history is this backend's.
+    pub(crate) fn runtime(&self, dir: &Path, assembly: Assembly, clock: Arc<dyn Clock>) -> Runtime {
+        Runtime::builder(assembly, dir)
+            .clock(clock)
+            .store(self.open())
+            .build()
+            .unwrap_or_else(|e| panic!("{}: the runtime builds: {e}", self.name))
+    }
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// A fresh, empty history in each store.
+pub(crate) fn backends() -> Vec<Backend> {
+    vec![sqlite(), memory(), postgres()]
+}
+
+pub(crate) fn sqlite() -> Backend {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("history.sqlite");
+    Backend {
+        name: "sqlite",
+        open: Box::new(move || {
+            let _keep = &dir;
+            Box::new(SqliteStore::open(&path, Durability::Normal).expect("sqlite opens"))
+        }),
+    }
+}
+
+pub(crate) fn memory() -> Backend {
+    let store = MemoryStore::new();
+    Backend {
+        name: "memory",
+        open: Box::new(move || Box::new(store.clone())),
+    }
+}
+
+/// A fresh database in this test binary's cluster.
+pub(crate) fn postgres_url() -> String {
+    let cluster =
+        TestCluster::shared().unwrap_or_else(|e| panic!("the PostgreSQL test cluster starts: {e}"));
+    cluster
+        .database()
+        .unwrap_or_else(|e| panic!("a test database: {e}"))
+}
+
+pub(crate) fn postgres() -> Backend {
+    let url = postgres_url();
+    Backend {
+        name: "postgres",
+        open: Box::new(move || {
+            Box::new(
+                PostgresStore::connect(&url, "conversation-1", &PostgresOptions::default())
+                    .unwrap_or_else(|e| panic!("postgres opens: {e}")),
+            )
+        }),
+    }
+}

@@ -1,0 +1,287 @@
+//! Every tool call is bounded (issue 13): a deadline and a result cap for direct calls and
+//! calls from programs, a cap on a program's attachments and on `send_message` images, each
+//! source read once; the host lives through every limit.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ishiki_core::{
+    CallReport, Durability, FileScheme, ModelResponse, Runtime, Tool, ToolCall, ToolContext,
+    ToolDef, ToolError, WorkerSpawn,
+};
+use ishiki_resources::Error as ResourceError;
+use serde_json::{Value, json};
+use url::Url;
+
+use super::runtime::{assembly, clock_at, png};
+
+/// A gate tools wait on until the test opens it.
+#[derive(Debug, Default)]
+struct Gate {
+    open: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self.open.lock().expect("gate lock");
+        while !*open {
+            open = self.changed.wait(open).expect("gate lock");
+        }
+    }
+
+    fn open(&self) {
+        *self.open.lock().expect("gate lock") = true;
+        self.changed.notify_all();
+    }
+}
+
+/// `stall`: blocks its thread (synchronous work, no await) until the gate opens.
+#[derive(Debug)]
+struct Stall {
+    gate: Arc<Gate>,
+}
+
+/// `big({ n })`: a string of `n` bytes.
+#[derive(Debug)]
+struct Big;
+
+fn def(name: &str, properties: Value) -> ToolDef {
+    ToolDef::new(
+        name,
+        "A test tool.",
+        json!({ "type": "object", "properties": properties, "additionalProperties": false }),
+    )
+}
+
+#[async_trait]
+impl Tool for Stall {
+    fn definition(&self) -> ToolDef {
+        def("stall", json!({}))
+    }
+
+    async fn execute(&self, _input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        self.gate.wait();
+        Ok(json!("released"))
+    }
+}
+
+#[async_trait]
+impl Tool for Big {
+    fn definition(&self) -> ToolDef {
+        def("big", json!({ "n": { "type": "integer" } }))
+    }
+
+    async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        let n = input.get("n").and_then(Value::as_u64).unwrap_or(0);
+        Ok(Value::String("x".repeat(usize::try_from(n).unwrap_or(0))))
+    }
+}
+
+/// A file scheme that serves one PNG for every URL and counts its loads.
+#[derive(Debug)]
+struct Counting {
+    scheme: &'static str,
+    loads: AtomicUsize,
+    bytes: Vec<u8>,
+}
+
+impl Counting {
+    fn new(scheme: &'static str) -> Arc<Self> {
+        Arc::new(Self {
+            scheme,
+            loads: AtomicUsize::new(0),
+            bytes: png(8, 8, 7),
+        })
+    }
+}
+
+#[async_trait]
+impl FileScheme for Counting {
+    fn scheme(&self) -> &str {
+        self.scheme
+    }
+
+    async fn load(&self, _url: &Url) -> Result<Vec<u8>, ResourceError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        Ok(self.bytes.clone())
+    }
+}
+
+fn build(
+    dir: &Path,
+    profile: &str,
+    tools: Vec<Arc<dyn Tool>>,
+    schemes: Vec<Arc<dyn FileScheme>>,
+) -> Runtime {
+    let mut builder = Runtime::builder(assembly(profile, "seeing"), dir)
+        .clock(clock_at(Duration::ZERO))
+        .codemode_worker(WorkerSpawn::InProcess)
+        .durability(Durability::Normal);
+    for tool in tools {
+        builder = builder.tool(tool);
+    }
+    for scheme in schemes {
+        builder = builder.file_scheme(scheme);
+    }
+    builder.build().expect("the runtime builds")
+}
+
+/// Runs one step whose response is the single call `name(input)`, and returns its report.
+async fn run(rt: &mut Runtime, id: &str, name: &str, input: Value) -> CallReport {
+    let prepared = rt.prepare().expect("prepare");
+    let response = ModelResponse {
+        text: None,
+        calls: vec![ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            input,
+        }],
+    };
+    rt.commit(prepared, response).expect("commit");
+    let mut reports = rt.execute().await.expect("execute");
+    assert_eq!(reports.len(), 1);
+    reports.remove(0)
+}
+
+const STALLED: &str = "the tool `stall` did not finish within its time limit of 100 ms (tools.timeoutMs); it was abandoned";
+
+#[tokio::test]
+async fn a_tool_that_blocks_its_thread_fails_at_the_deadline_and_the_host_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gate = Arc::new(Gate::default());
+    let mut rt = build(
+        dir.path(),
+        "codemode: { enable: true }\ntools: { timeoutMs: 100 }\n",
+        vec![Arc::new(Stall { gate: gate.clone() }), Arc::new(Big)],
+        vec![],
+    );
+
+    let direct = run(&mut rt, "c1", "stall", json!({})).await;
+    assert!(direct.is_error);
+    assert_eq!(direct.text, STALLED);
+
+    let code = "try { await tools.stall({}); return 'finished'; } catch (e) { return 'caught: ' + e.message; }";
+    let program = run(&mut rt, "c2", "codemode", json!({ "code": code })).await;
+    assert!(!program.is_error, "{}", program.text);
+    assert!(
+        program.text.starts_with("caught: ") && program.text.contains(STALLED),
+        "{}",
+        program.text
+    );
+
+    gate.open();
+    let after = run(&mut rt, "c3", "big", json!({ "n": 3 })).await;
+    assert!(!after.is_error);
+    assert_eq!(after.text, "xxx");
+}
+
+const TOO_BIG: &str = "the result of the tool `big` is larger than 1000 bytes (tools.maxResultBytes): ask it for less";
+
+#[tokio::test]
+async fn a_raw_result_over_the_cap_fails_naming_the_tool_and_the_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = build(
+        dir.path(),
+        "codemode: { enable: true }\ntools: { maxResultBytes: 1000 }\n",
+        vec![Arc::new(Big)],
+        vec![],
+    );
+    // 998 bytes of text is 1000 bytes of JSON: just within the cap.
+    let fits = run(&mut rt, "c1", "big", json!({ "n": 998 })).await;
+    assert!(!fits.is_error, "{}", fits.text);
+    let over = run(&mut rt, "c2", "big", json!({ "n": 999 })).await;
+    assert!(over.is_error);
+    assert_eq!(over.text, TOO_BIG);
+
+    let code = "try { await tools.big({ n: 5000 }); return 'no'; } catch (e) { return e.message; }";
+    let program = run(&mut rt, "c3", "codemode", json!({ "code": code })).await;
+    assert!(program.text.contains(TOO_BIG), "{}", program.text);
+}
+
+#[tokio::test]
+async fn big_integers_in_tool_input_are_refused_not_rounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Big)], vec![]);
+    let input: Value =
+        serde_json::from_str(r#"{"n": 123456789012345678901234567890}"#).expect("json");
+    let report = run(&mut rt, "c1", "big", input).await;
+    assert!(report.is_error);
+    assert_eq!(
+        report.text,
+        "invalid input for `big`: at /n: the number 1.2345678901234568e+29 is too large to be exact; integers must be within ±9007199254740991 (pass larger ones as strings)"
+    );
+}
+
+#[tokio::test]
+async fn program_attachments_are_capped_and_each_url_is_read_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let count = Counting::new("count");
+    let mut rt = build(
+        dir.path(),
+        "codemode: { enable: true }\n",
+        vec![],
+        vec![count.clone()],
+    );
+    let many = "return { attachments: Array.from({ length: 60000 }, () => ({ type: 'resource_link', uri: 'count://files/big.png' })) };";
+    let refused = run(&mut rt, "c1", "codemode", json!({ "code": many })).await;
+    assert!(refused.is_error);
+    assert_eq!(
+        refused.text,
+        "the program returned 60000 attachments, over the limit of 32 per result: return at most 32"
+    );
+    assert_eq!(count.loads.load(Ordering::SeqCst), 0);
+
+    let ten = "return { n: 10, attachments: Array.from({ length: 10 }, () => ({ type: 'resource_link', uri: 'count://files/big.png' })) };";
+    let shown = run(&mut rt, "c2", "codemode", json!({ "code": ten })).await;
+    assert!(!shown.is_error, "{}", shown.text);
+    assert_eq!(shown.attachments.len(), 10);
+    assert_eq!(
+        count.loads.load(Ordering::SeqCst),
+        1,
+        "the URL is read once"
+    );
+}
+
+#[tokio::test]
+async fn send_message_caps_its_images_and_reads_each_source_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = Counting::new("local");
+    let mut rt = build(dir.path(), "{}\n", vec![], vec![local.clone()]);
+    let message = "<img src=\"local:///pic.png\"/>".repeat(2000);
+    let report = run(
+        &mut rt,
+        "c1",
+        "send_message",
+        json!({ "messages": [message], "mode": "element" }),
+    )
+    .await;
+    assert!(!report.is_error, "{}", report.text);
+    assert!(
+        report.text.starts_with(
+            "Sent 1 message(s) with 16 image(s).\nDropped image local:///pic.png: over the limit of 16 images per send_message call\n"
+        ),
+        "{}",
+        report.text
+    );
+    assert_eq!(
+        local.loads.load(Ordering::SeqCst),
+        1,
+        "the source is read once"
+    );
+}
+
+#[test]
+fn the_tools_section_has_defaults_and_refuses_zero() {
+    let defaults = ishiki_core::Profile::from_yaml("{}").expect("valid");
+    assert_eq!(defaults.tools.timeout_ms, 60_000);
+    assert_eq!(defaults.tools.max_result_bytes, 16 << 20);
+    let zero = ishiki_core::Profile::from_yaml("tools:\n  timeoutMs: 0\n").expect_err("zero");
+    assert_eq!(
+        zero.message(),
+        "tools.timeoutMs: must be at least 1, found 0 (line 2, column 14)"
+    );
+}

@@ -1,0 +1,764 @@
+//! `ishiki-postgres`: the Ishiki [`HistoryStore`] on PostgreSQL, for many conversations on
+//! several machines (any worker may take the next step of any conversation).
+//!
+//! - **Keyed by conversation id.** Every table carries the conversation; one database holds
+//!   any number of conversations.
+//! - **The same transactions as the SQLite store.** One [`Batch`] is one PostgreSQL
+//!   transaction: a response and its delivery-state change, or tool results and their
+//!   attachment records, or catalog deltas, all or nothing.
+//! - **One writer per conversation.** [`PostgresStore::connect`] takes a lease: a row in
+//!   `ishiki_leases` with an expiry and a fencing token. Every commit first renews the lease
+//!   *for its own token* inside the commit's transaction (the row lock orders it against a
+//!   takeover), so a runtime whose lease was taken over cannot commit anything. A second opener
+//!   is refused while the lease is live, waits for it ([`WhenHeld::Wait`]), or takes it over
+//!   ([`WhenHeld::TakeOver`], for a supervisor that knows the holder is gone). A clean drop
+//!   releases the lease at once; a crashed holder's lease runs out after its time to live.
+//! - **Versioned migrations.** The crate creates and migrates its tables (`ishiki_schema`
+//!   records each applied version, under an advisory lock so concurrent openers do not race)
+//!   and refuses a database migrated by a newer build with a clear error.
+//!
+//! Values are stored as JSON text, not `jsonb`: text keeps exactly what was committed, and
+//! `jsonb` rejects the escaped NUL character (`\u0000`) that model output may contain.
+//!
+//! Connection strings are libpq's (`postgres://user:pass@host:port/db` or
+//! `host=/run/postgresql dbname=ishiki`); what they leave out is read from the usual `PG*`
+//! environment variables ([`config_from`]). The connection is plain TCP or a Unix socket,
+//! without TLS.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use ishiki_core::{
+    Batch, HistoryStore, StoreError, StoreErrorKind, StoredAttachment, StoredMessage, StoredState,
+};
+use postgres::error::SqlState;
+use postgres::types::FromSql;
+use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
+use serde_json::Value;
+
+#[cfg(feature = "test-cluster")]
+pub mod testing;
+
+/// The schema version this build writes: the number of [`MIGRATIONS`].
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// Migration `n` (1-based) moves the schema from version `n - 1` to `n`. Append only: a
+/// released migration never changes.
+const MIGRATIONS: &[&str] = &["
+CREATE TABLE ishiki_leases (
+    conversation TEXT PRIMARY KEY,
+    token BIGINT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE ishiki_messages (
+    seq BIGSERIAL PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    id TEXT NOT NULL,
+    json TEXT NOT NULL,
+    withdrawn BOOLEAN NOT NULL DEFAULT false,
+    UNIQUE (conversation, id)
+);
+CREATE INDEX ishiki_messages_in_order ON ishiki_messages (conversation, seq);
+CREATE TABLE ishiki_attachments (
+    seq BIGSERIAL PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    id TEXT NOT NULL,
+    json TEXT NOT NULL,
+    UNIQUE (conversation, id)
+);
+CREATE INDEX ishiki_attachments_in_order ON ishiki_attachments (conversation, seq);
+CREATE TABLE ishiki_state (
+    conversation TEXT NOT NULL,
+    key TEXT NOT NULL,
+    json TEXT NOT NULL,
+    PRIMARY KEY (conversation, key)
+);
+CREATE TABLE ishiki_meta (
+    conversation TEXT NOT NULL,
+    key TEXT NOT NULL,
+    json TEXT NOT NULL,
+    PRIMARY KEY (conversation, key)
+);
+"];
+
+/// The advisory lock key that serializes migrations (any constant; "ishiki" in ASCII).
+const MIGRATION_LOCK: i64 = 0x6973_6869_6b69;
+
+/// The longest conversation id accepted, in bytes.
+pub const MAX_CONVERSATION_BYTES: usize = 256;
+
+/// What a second opener does while another runtime holds the conversation's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WhenHeld {
+    /// Fail at once with a [`StoreErrorKind::Lease`] error naming the holder.
+    #[default]
+    Refuse,
+    /// Try again until the lease is released or expires, for at most this long, then fail.
+    Wait(Duration),
+    /// Take the lease now: the holder's token becomes stale and its next commit fails. For a
+    /// supervisor that knows the holder is gone (its process was killed), not for guessing.
+    TakeOver,
+}
+
+/// How [`PostgresStore::connect`] connects and leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// How long a lease lives without a commit (every commit renews it); default 30 s. A
+    /// holder that stops committing for longer may be taken over.
+    pub lease: Duration,
+    /// What to do while another runtime holds the lease.
+    pub when_held: WhenHeld,
+    /// Who holds the lease, for the error another opener sees (default: this process id).
+    pub holder: String,
+    /// The connection timeout, unless the connection string sets one (default 10 s).
+    pub connect_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(30),
+            when_held: WhenHeld::Refuse,
+            holder: format!("process {}", std::process::id()),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A [`HistoryStore`] for one conversation in a PostgreSQL database, holding that
+/// conversation's lease while it lives.
+pub struct PostgresStore {
+    /// `None` only while dropping (the client must be dropped off the caller's thread too).
+    inner: Mutex<Option<Inner>>,
+    conversation: String,
+    token: i64,
+    lease_secs: f64,
+}
+
+struct Inner {
+    client: Client,
+    statements: Statements,
+}
+
+/// Prepared once per connection; reused by every commit.
+struct Statements {
+    renew: Statement,
+    insert_message: Statement,
+    withdraw: Statement,
+    insert_attachment: Statement,
+    put_state: Statement,
+    put_meta: Statement,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("conversation", &self.conversation)
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `f` on a fresh thread. The blocking client drives its own small tokio runtime, which
+/// must not start on a thread that is already running one (the caller may be a task).
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(f)
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+fn db(context: &'static str) -> impl Fn(postgres::Error) -> StoreError {
+    move |e| {
+        let detail = match e.as_db_error() {
+            Some(db) => db.message().to_owned(),
+            None => e.to_string(),
+        };
+        StoreError::new(
+            StoreErrorKind::Database,
+            format!("history store (postgres): {context}: {detail}"),
+        )
+    }
+}
+
+fn is_unique_violation(e: &postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+/// Parses a connection string and fills what it leaves out from the environment as libpq
+/// does: `PGHOST` (a path is a Unix socket directory), `PGPORT`, `PGUSER` (else `USER`),
+/// `PGPASSWORD`, `PGDATABASE`, `PGAPPNAME`. `env` reads a variable (`std::env::var` in
+/// [`PostgresStore::connect`]); passing it in keeps this testable.
+pub fn config_from(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, StoreError> {
+    // The parser's message never repeats the string, so a password in it does not leak.
+    let mut config = Config::from_str(url).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Database,
+            format!("invalid postgres connection string: {e}"),
+        )
+    })?;
+    if config.get_hosts().is_empty() {
+        let hosts = env("PGHOST").unwrap_or_else(|| "localhost".to_owned());
+        for host in hosts.split(',').filter(|h| !h.is_empty()) {
+            if host.starts_with('/') {
+                config.host_path(host);
+            } else {
+                config.host(host);
+            }
+        }
+    }
+    if config.get_ports().is_empty()
+        && let Some(port) = env("PGPORT")
+    {
+        let port: u16 = port.parse().map_err(|_| {
+            StoreError::new(
+                StoreErrorKind::Database,
+                format!("PGPORT `{port}` is not a port number"),
+            )
+        })?;
+        config.port(port);
+    }
+    if config.get_user().is_none() {
+        match env("PGUSER").or_else(|| env("USER")) {
+            Some(user) => config.user(&user),
+            None => {
+                return Err(StoreError::new(
+                    StoreErrorKind::Database,
+                    "the postgres connection string names no user, and neither PGUSER nor USER is set",
+                ));
+            }
+        };
+    }
+    if config.get_password().is_none()
+        && let Some(password) = env("PGPASSWORD")
+    {
+        config.password(password);
+    }
+    if config.get_dbname().is_none()
+        && let Some(dbname) = env("PGDATABASE")
+    {
+        config.dbname(&dbname);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name(env("PGAPPNAME").as_deref().unwrap_or("ishiki"));
+    }
+    Ok(config)
+}
+
+fn check_conversation(conversation: &str) -> Result<(), StoreError> {
+    let why = if conversation.is_empty() {
+        "is empty"
+    } else if conversation.len() > MAX_CONVERSATION_BYTES {
+        "is longer than 256 bytes"
+    } else if conversation.contains('\0') {
+        "contains a NUL character"
+    } else {
+        return Ok(());
+    };
+    Err(StoreError::new(
+        StoreErrorKind::Database,
+        format!("the conversation id {why}"),
+    ))
+}
+
+impl PostgresStore {
+    /// Connects to the database `url` names (see [`config_from`]), creates or migrates the
+    /// schema, and takes the lease of `conversation`.
+    pub fn connect(
+        url: &str,
+        conversation: &str,
+        options: &PostgresOptions,
+    ) -> Result<Self, StoreError> {
+        let mut config = config_from(url, &|name| std::env::var(name).ok())?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        Self::connect_with(&config, conversation, options)
+    }
+
+    /// [`connect`](Self::connect) with a ready [`Config`].
+    pub fn connect_with(
+        config: &Config,
+        conversation: &str,
+        options: &PostgresOptions,
+    ) -> Result<Self, StoreError> {
+        check_conversation(conversation)?;
+        let lease_secs = options.lease.as_secs_f64();
+        off_runtime(|| {
+            let mut client = config
+                .connect(NoTls)
+                .map_err(db("cannot connect to the database"))?;
+            migrate(&mut client)?;
+            let statements = prepare(&mut client)?;
+            let token = acquire(&mut client, conversation, options, lease_secs)?;
+            Ok(Self {
+                inner: Mutex::new(Some(Inner { client, statements })),
+                conversation: conversation.to_owned(),
+                token,
+                lease_secs,
+            })
+        })
+    }
+
+    /// The conversation this store holds.
+    pub fn conversation(&self) -> &str {
+        &self.conversation
+    }
+
+    /// This store's fencing token: it increases with every new holder of the conversation.
+    pub fn lease_token(&self) -> i64 {
+        self.token
+    }
+
+    fn with_inner<T>(
+        &self,
+        f: impl FnOnce(&mut Inner) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        // A panic while holding the lock leaves at most an open transaction, which the
+        // client rolls back when its value drops; the connection stays usable.
+        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        match guard.as_mut() {
+            Some(inner) => f(inner),
+            None => Err(StoreError::new(
+                StoreErrorKind::Database,
+                "history store (postgres): the connection is closed",
+            )),
+        }
+    }
+
+    fn lost_lease(&self) -> StoreError {
+        StoreError::new(
+            StoreErrorKind::Lease,
+            format!(
+                "the lease on conversation `{}` was taken over by another runtime (token {} is no longer current); nothing was committed",
+                self.conversation, self.token
+            ),
+        )
+    }
+}
+
+fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    let mut tx = client
+        .transaction()
+        .map_err(db("cannot migrate the schema"))?;
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
+         CREATE TABLE IF NOT EXISTS ishiki_schema (
+             version INTEGER PRIMARY KEY,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+         );"
+    ))
+    .map_err(db("cannot migrate the schema"))?;
+    let row = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM ishiki_schema", &[])
+        .map_err(db("cannot read the schema version"))?;
+    let version: i32 = row
+        .try_get(0)
+        .map_err(db("cannot read the schema version"))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::new(
+            StoreErrorKind::Version,
+            format!(
+                "history store schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
+            ),
+        ));
+    }
+    for (n, sql) in (1..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        tx.batch_execute(sql)
+            .map_err(db("cannot migrate the schema"))?;
+        tx.execute("INSERT INTO ishiki_schema (version) VALUES ($1)", &[&n])
+            .map_err(db("cannot migrate the schema"))?;
+    }
+    tx.commit().map_err(db("cannot migrate the schema"))
+}
+
+fn prepare(client: &mut Client) -> Result<Statements, StoreError> {
+    let mut p = |sql: &str| client.prepare(sql).map_err(db("cannot prepare"));
+    Ok(Statements {
+        renew: p(
+            "UPDATE ishiki_leases SET expires_at = now() + make_interval(secs => $3)
+             WHERE conversation = $1 AND token = $2",
+        )?,
+        insert_message: p(
+            "INSERT INTO ishiki_messages (conversation, id, json) VALUES ($1, $2, $3)",
+        )?,
+        withdraw: p("UPDATE ishiki_messages SET withdrawn = true
+             WHERE conversation = $1 AND id = $2")?,
+        insert_attachment: p(
+            "INSERT INTO ishiki_attachments (conversation, id, json) VALUES ($1, $2, $3)",
+        )?,
+        put_state: p(
+            "INSERT INTO ishiki_state (conversation, key, json) VALUES ($1, $2, $3)
+             ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
+        )?,
+        put_meta: p(
+            "INSERT INTO ishiki_meta (conversation, key, json) VALUES ($1, $2, $3)
+             ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
+        )?,
+    })
+}
+
+/// Takes the lease of `conversation`, or says who holds it. Returns the new fencing token.
+fn acquire(
+    client: &mut Client,
+    conversation: &str,
+    options: &PostgresOptions,
+    lease_secs: f64,
+) -> Result<i64, StoreError> {
+    let started = Instant::now();
+    loop {
+        let mut tx = client.transaction().map_err(db("cannot take the lease"))?;
+        tx.execute(
+            "INSERT INTO ishiki_leases (conversation, token, holder, expires_at)
+             VALUES ($1, 0, '', '-infinity') ON CONFLICT (conversation) DO NOTHING",
+            &[&conversation],
+        )
+        .map_err(db("cannot take the lease"))?;
+        let row = tx
+            .query_one(
+                "SELECT holder, expires_at > now(), expires_at::text FROM ishiki_leases
+                 WHERE conversation = $1 FOR UPDATE",
+                &[&conversation],
+            )
+            .map_err(db("cannot take the lease"))?;
+        let holder: String = row.try_get(0).map_err(db("cannot read the lease"))?;
+        let live: bool = row.try_get(1).map_err(db("cannot read the lease"))?;
+        let until: String = row.try_get(2).map_err(db("cannot read the lease"))?;
+        if !live || options.when_held == WhenHeld::TakeOver {
+            let row = tx
+                .query_one(
+                    "UPDATE ishiki_leases
+                     SET token = token + 1, holder = $2,
+                         expires_at = now() + make_interval(secs => $3)
+                     WHERE conversation = $1 RETURNING token",
+                    &[&conversation, &options.holder, &lease_secs],
+                )
+                .map_err(db("cannot take the lease"))?;
+            let token: i64 = row.try_get(0).map_err(db("cannot take the lease"))?;
+            tx.commit().map_err(db("cannot take the lease"))?;
+            return Ok(token);
+        }
+        tx.rollback().map_err(db("cannot take the lease"))?;
+        let waited = started.elapsed();
+        match options.when_held {
+            WhenHeld::Wait(limit) if waited < limit => {
+                std::thread::sleep(Duration::from_millis(100).min(limit - waited));
+            }
+            WhenHeld::Wait(limit) => {
+                return Err(StoreError::new(
+                    StoreErrorKind::Lease,
+                    format!(
+                        "conversation `{conversation}` is still held by another runtime ({holder}, lease until {until}) after waiting {} s",
+                        limit.as_secs_f64()
+                    ),
+                ));
+            }
+            _ => {
+                return Err(StoreError::new(
+                    StoreErrorKind::Lease,
+                    format!(
+                        "conversation `{conversation}` is held by another runtime ({holder}, lease until {until}); one writer per conversation: wait for it or take it over if it is gone"
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+fn column<'a, T: FromSql<'a>>(
+    row: &'a Row,
+    index: usize,
+    table: &str,
+    key: &str,
+) -> Result<T, StoreError> {
+    row.try_get(index).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Corrupt,
+            format!("stored row `{key}` in table {table} is unreadable: {e}"),
+        )
+    })
+}
+
+fn parse_json(table: &str, key: &str, text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Corrupt,
+            format!("stored row `{key}` in table {table} is not valid JSON: {e}"),
+        )
+    })
+}
+
+impl HistoryStore for PostgresStore {
+    fn load(&self) -> Result<StoredState, StoreError> {
+        let conversation = self.conversation.as_str();
+        self.with_inner(|inner| {
+            off_runtime(|| {
+                let fail = db("cannot load the history");
+                // One snapshot for all tables.
+                let mut tx = inner
+                    .client
+                    .build_transaction()
+                    .isolation_level(IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()
+                    .map_err(&fail)?;
+                let mut state = StoredState::default();
+                let rows = tx
+                    .query(
+                        "SELECT id, json, withdrawn FROM ishiki_messages
+                         WHERE conversation = $1 ORDER BY seq",
+                        &[&conversation],
+                    )
+                    .map_err(&fail)?;
+                for row in &rows {
+                    let id: String = column(row, 0, "ishiki_messages", "?")?;
+                    let json: String = column(row, 1, "ishiki_messages", &id)?;
+                    let withdrawn: bool = column(row, 2, "ishiki_messages", &id)?;
+                    let json = parse_json("ishiki_messages", &id, &json)?;
+                    state.messages.push((StoredMessage { id, json }, withdrawn));
+                }
+                let rows = tx
+                    .query(
+                        "SELECT id, json FROM ishiki_attachments
+                         WHERE conversation = $1 ORDER BY seq",
+                        &[&conversation],
+                    )
+                    .map_err(&fail)?;
+                for row in &rows {
+                    let id: String = column(row, 0, "ishiki_attachments", "?")?;
+                    let json: String = column(row, 1, "ishiki_attachments", &id)?;
+                    let json = parse_json("ishiki_attachments", &id, &json)?;
+                    state.attachments.push(StoredAttachment { id, json });
+                }
+                let rows = tx
+                    .query(
+                        "SELECT key, json FROM ishiki_state WHERE conversation = $1",
+                        &[&conversation],
+                    )
+                    .map_err(&fail)?;
+                for row in &rows {
+                    let key: String = column(row, 0, "ishiki_state", "?")?;
+                    let json: String = column(row, 1, "ishiki_state", &key)?;
+                    let value = parse_json("ishiki_state", &key, &json)?;
+                    match key.as_str() {
+                        "delivery" => state.delivery = Some(value),
+                        "catalog" => state.catalog = Some(value),
+                        _ => {} // a key a newer build writes; this build does not read it
+                    }
+                }
+                let rows = tx
+                    .query(
+                        "SELECT key, json FROM ishiki_meta WHERE conversation = $1",
+                        &[&conversation],
+                    )
+                    .map_err(&fail)?;
+                for row in &rows {
+                    let key: String = column(row, 0, "ishiki_meta", "?")?;
+                    let json: String = column(row, 1, "ishiki_meta", &key)?;
+                    let value = parse_json("ishiki_meta", &key, &json)?;
+                    state.meta.insert(key, value);
+                }
+                tx.commit().map_err(&fail)?;
+                Ok(state)
+            })
+        })
+    }
+
+    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
+        batch.check_ids()?;
+        let conversation = self.conversation.as_str();
+        let token = self.token;
+        let lease_secs = self.lease_secs;
+        let lost = self.lost_lease();
+        self.with_inner(|inner| {
+            off_runtime(|| {
+                let fail = db("cannot commit");
+                let st = &inner.statements;
+                // Dropping `tx` on any early return rolls the whole batch back.
+                let mut tx = inner.client.transaction().map_err(&fail)?;
+                // The fence: renew our own lease or commit nothing. The row stays locked until
+                // the end of this transaction, so a takeover waits for it or wins before it.
+                let renewed = tx
+                    .execute(&st.renew, &[&conversation, &token, &lease_secs])
+                    .map_err(&fail)?;
+                if renewed == 0 {
+                    return Err(lost);
+                }
+                for message in &batch.messages {
+                    tx.execute(
+                        &st.insert_message,
+                        &[&conversation, &message.id, &message.json.to_string()],
+                    )
+                    .map_err(|e| {
+                        if is_unique_violation(&e) {
+                            StoreError::duplicate_id("message", &message.id, "is already stored")
+                        } else {
+                            fail(e)
+                        }
+                    })?;
+                }
+                for id in &batch.withdrawn {
+                    if tx
+                        .execute(&st.withdraw, &[&conversation, id])
+                        .map_err(&fail)?
+                        == 0
+                    {
+                        return Err(StoreError::unknown_message(id));
+                    }
+                }
+                for attachment in &batch.attachments {
+                    tx.execute(
+                        &st.insert_attachment,
+                        &[&conversation, &attachment.id, &attachment.json.to_string()],
+                    )
+                    .map_err(|e| {
+                        if is_unique_violation(&e) {
+                            StoreError::duplicate_id(
+                                "attachment",
+                                &attachment.id,
+                                "is already stored",
+                            )
+                        } else {
+                            fail(e)
+                        }
+                    })?;
+                }
+                if let Some(delivery) = &batch.delivery {
+                    tx.execute(
+                        &st.put_state,
+                        &[&conversation, &"delivery", &delivery.to_string()],
+                    )
+                    .map_err(&fail)?;
+                }
+                if let Some(catalog) = &batch.catalog {
+                    tx.execute(
+                        &st.put_state,
+                        &[&conversation, &"catalog", &catalog.to_string()],
+                    )
+                    .map_err(&fail)?;
+                }
+                for (key, value) in &batch.meta {
+                    tx.execute(&st.put_meta, &[&conversation, key, &value.to_string()])
+                        .map_err(&fail)?;
+                }
+                tx.commit().map_err(&fail)
+            })
+        })
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        // Release the lease at once so the next opener need not wait for it to expire; the
+        // token stays, so tokens only grow. Errors are moot: the lease then simply expires.
+        // The blocking client also blocks when it closes: drop it off this thread too.
+        let conversation = self.conversation.as_str();
+        let token = self.token;
+        let inner = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut inner) = inner {
+            off_runtime(move || {
+                let _ = inner.client.execute(
+                    "UPDATE ishiki_leases SET expires_at = '-infinity'
+                     WHERE conversation = $1 AND token = $2",
+                    &[&conversation, &token],
+                );
+                drop(inner);
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
+    }
+
+    #[test]
+    fn the_url_wins_over_the_environment() {
+        let env = env_of(&[("PGUSER", "env-user"), ("PGHOST", "env-host")]);
+        let config = config_from("postgres://alice:secret@db.example:6543/history", &env)
+            .expect("a valid url");
+        assert_eq!(config.get_user(), Some("alice"));
+        assert_eq!(config.get_password(), Some(&b"secret"[..]));
+        assert_eq!(config.get_dbname(), Some("history"));
+        assert_eq!(config.get_ports(), &[6543]);
+        assert_eq!(
+            config.get_hosts(),
+            &[postgres::config::Host::Tcp("db.example".to_owned())]
+        );
+    }
+
+    #[test]
+    fn what_the_url_leaves_out_comes_from_pg_variables() {
+        let env = env_of(&[
+            ("PGHOST", "/run/postgresql"),
+            ("PGPORT", "5433"),
+            ("PGUSER", "bob"),
+            ("PGPASSWORD", "hunter2"),
+            ("PGDATABASE", "ishiki"),
+        ]);
+        let config = config_from("postgres://", &env).expect("a valid url");
+        assert_eq!(config.get_user(), Some("bob"));
+        assert_eq!(config.get_password(), Some(&b"hunter2"[..]));
+        assert_eq!(config.get_dbname(), Some("ishiki"));
+        assert_eq!(config.get_ports(), &[5433]);
+        assert_eq!(
+            config.get_hosts(),
+            &[postgres::config::Host::Unix("/run/postgresql".into())]
+        );
+        assert_eq!(config.get_application_name(), Some("ishiki"));
+    }
+
+    #[test]
+    fn bad_connection_settings_are_named() {
+        let env = env_of(&[("PGPORT", "many"), ("PGUSER", "u")]);
+        let error = config_from("dbname=d", &env).expect_err("a bad port");
+        assert_eq!(error.message(), "PGPORT `many` is not a port number");
+        let error = config_from("postgres://h/d", &env_of(&[])).expect_err("no user");
+        assert!(error.message().contains("names no user"), "{error}");
+        let error = config_from("nonsense=1", &env_of(&[])).expect_err("a bad string");
+        assert!(
+            error
+                .message()
+                .starts_with("invalid postgres connection string"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn conversation_ids_are_bounded() {
+        assert!(check_conversation("c-1").is_ok());
+        for (id, why) in [
+            (String::new(), "is empty"),
+            ("x".repeat(257), "is longer than 256 bytes"),
+            ("a\0b".to_owned(), "contains a NUL character"),
+        ] {
+            let error = check_conversation(&id).expect_err("refused");
+            assert_eq!(error.message(), format!("the conversation id {why}"));
+        }
+    }
+}

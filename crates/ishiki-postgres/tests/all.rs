@@ -1,0 +1,3 @@
+//! The one integration-test binary of `ishiki-postgres`; the tests live in `suite/`.
+
+mod suite;

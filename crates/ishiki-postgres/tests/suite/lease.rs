@@ -1,0 +1,205 @@
+//! One writer per conversation: a second opener is refused or waits, and a runtime whose
+//! lease was taken over (after it expired, or by force) cannot commit anything.
+
+use std::time::Duration;
+
+use ishiki_core::{
+    HistoryStore, ModelResponse, ModelsDoc, Profile, Runtime, StoreErrorKind, WorkerSpawn, assemble,
+};
+use ishiki_postgres::{PostgresOptions, PostgresStore, WhenHeld};
+
+use super::database;
+
+fn options(when_held: WhenHeld) -> PostgresOptions {
+    PostgresOptions {
+        when_held,
+        holder: "worker-a".to_owned(),
+        ..PostgresOptions::default()
+    }
+}
+
+fn store(url: &str, conversation: &str, options: &PostgresOptions) -> PostgresStore {
+    PostgresStore::connect(url, conversation, options)
+        .unwrap_or_else(|e| panic!("{conversation} opens: {e}"))
+}
+
+/// A runtime (one conversation) whose history is `store`.
+fn runtime(dir: &std::path::Path, store: PostgresStore) -> Runtime {
+    let profile = Profile::from_yaml("").expect("an empty profile is valid");
+    let models = ModelsDoc::from_yaml("models:\n  main: { input: [text] }\n").expect("models");
+    let assembly = assemble(profile, models, "main").expect("assembles");
+    Runtime::builder(assembly, dir)
+        .codemode_worker(WorkerSpawn::InProcess)
+        .store(Box::new(store))
+        .build()
+        .expect("the runtime builds")
+}
+
+fn say(text: &str) -> ModelResponse {
+    ModelResponse {
+        text: Some(text.to_owned()),
+        calls: Vec::new(),
+    }
+}
+
+/// Commits one text-only step; the error is the runtime's.
+fn step(rt: &mut Runtime, text: &str) -> Result<(), String> {
+    let prepared = rt.prepare().map_err(|e| e.to_string())?;
+    rt.commit(prepared, say(text))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+fn assistant_texts(url: &str, conversation: &str) -> Vec<String> {
+    let store = store(url, conversation, &options(WhenHeld::TakeOver));
+    store
+        .load()
+        .expect("loads")
+        .messages
+        .into_iter()
+        .filter(|(m, _)| m.json["role"] == "assistant")
+        .map(|(m, _)| {
+            m.json["content"][0]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_second_runtime_for_the_same_conversation_is_refused() {
+    let url = database();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut first = runtime(dir.path(), store(&url, "c", &options(WhenHeld::Refuse)));
+    step(&mut first, "one").expect("the holder commits");
+
+    let error = PostgresStore::connect(&url, "c", &options(WhenHeld::Refuse))
+        .expect_err("a second writer of `c` is refused");
+    assert_eq!(error.kind(), StoreErrorKind::Lease);
+    assert!(
+        error
+            .message()
+            .starts_with("conversation `c` is held by another runtime (worker-a, lease until "),
+        "{error}"
+    );
+    assert!(
+        error
+            .message()
+            .ends_with("); one writer per conversation: wait for it or take it over if it is gone"),
+        "{error}"
+    );
+    // Waiting no time at all is refusing, with the wait said.
+    let error = PostgresStore::connect(&url, "c", &options(WhenHeld::Wait(Duration::ZERO)))
+        .expect_err("still held");
+    assert_eq!(error.kind(), StoreErrorKind::Lease);
+    assert!(error.message().ends_with("after waiting 0 s"), "{error}");
+
+    // Other conversations are not held: the lease is per conversation.
+    let other_dir = tempfile::tempdir().expect("a temp dir");
+    let mut other = runtime(
+        other_dir.path(),
+        store(&url, "d", &options(WhenHeld::Refuse)),
+    );
+    step(&mut other, "elsewhere").expect("another conversation commits");
+
+    // The holder was not disturbed by the refused opener.
+    step(&mut first, "two").expect("the holder still commits");
+    drop(first);
+    drop(other);
+    assert_eq!(assistant_texts(&url, "c"), ["one", "two"]);
+    assert_eq!(assistant_texts(&url, "d"), ["elsewhere"]);
+}
+
+#[test]
+fn a_waiting_opener_gets_the_conversation_once_the_holder_closes() {
+    let url = database();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut first = runtime(dir.path(), store(&url, "c", &options(WhenHeld::Refuse)));
+    step(&mut first, "one").expect("the holder commits");
+    let first_token = {
+        // The holder's token, read from the lease table.
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connects");
+        let row = client
+            .query_one(
+                "SELECT token FROM ishiki_leases WHERE conversation = 'c'",
+                &[],
+            )
+            .expect("a lease row");
+        row.get::<_, i64>(0)
+    };
+    let waiter = std::thread::spawn({
+        let url = url.clone();
+        move || {
+            PostgresStore::connect(
+                &url,
+                "c",
+                &options(WhenHeld::Wait(Duration::from_secs(120))),
+            )
+        }
+    });
+    // Closing the holder releases the lease; the waiter then gets it (or got it right away if
+    // it only started now). Either way it holds a newer token.
+    drop(first);
+    let second = waiter.join().expect("no panic").expect("the waiter opens");
+    assert!(second.lease_token() > first_token);
+    let mut second = runtime(dir.path(), second);
+    step(&mut second, "two").expect("the new holder commits");
+    drop(second);
+    assert_eq!(assistant_texts(&url, "c"), ["one", "two"]);
+}
+
+#[test]
+fn a_runtime_whose_expired_lease_was_taken_over_cannot_commit() {
+    let url = database();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    // A lease that expires at once: as if this worker had stalled past its lease.
+    let expiring = PostgresOptions {
+        lease: Duration::ZERO,
+        ..options(WhenHeld::Refuse)
+    };
+    let mut stale = runtime(dir.path(), store(&url, "c", &expiring));
+    // Nobody took it over yet: the token is still current, so the commit goes through.
+    step(&mut stale, "before").expect("an expired but untaken lease still commits");
+
+    // Expired, so a second opener gets it without waiting or forcing.
+    let fresh_store = store(&url, "c", &options(WhenHeld::Refuse));
+    let token = fresh_store.lease_token();
+    let mut fresh = runtime(dir.path(), fresh_store);
+
+    let error = step(&mut stale, "after").expect_err("the stale runtime cannot commit");
+    assert_eq!(
+        error,
+        format!(
+            "cannot store the response: the lease on conversation `c` was taken over by another runtime (token {} is no longer current); nothing was committed",
+            token - 1
+        )
+    );
+    step(&mut fresh, "new holder").expect("the new holder commits");
+    // And the stale one stays fenced off.
+    assert!(step(&mut stale, "again").is_err());
+    drop(stale);
+    drop(fresh);
+    assert_eq!(assistant_texts(&url, "c"), ["before", "new holder"]);
+}
+
+#[test]
+fn a_live_lease_taken_over_by_force_fences_the_old_holder() {
+    let url = database();
+    let mut old = store(&url, "c", &options(WhenHeld::Refuse));
+    let new = store(&url, "c", &options(WhenHeld::TakeOver));
+    assert_eq!(new.lease_token(), old.lease_token() + 1);
+    let error = old
+        .commit(&ishiki_core::Batch {
+            meta: vec![("k".to_owned(), serde_json::json!(1))],
+            ..ishiki_core::Batch::default()
+        })
+        .expect_err("fenced");
+    assert_eq!(error.kind(), StoreErrorKind::Lease);
+    // Dropping the old holder does not release the new holder's lease.
+    drop(old);
+    let error = PostgresStore::connect(&url, "c", &options(WhenHeld::Refuse))
+        .expect_err("the new holder still holds it");
+    assert_eq!(error.kind(), StoreErrorKind::Lease);
+    assert!(new.load().expect("loads").meta.is_empty());
+}

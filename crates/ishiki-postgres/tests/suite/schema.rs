@@ -1,0 +1,140 @@
+//! Versioned migrations, refusal of a newer schema, rows that went bad, and conversations kept
+//! apart in one database.
+
+use ishiki_core::{Batch, HistoryStore, StoreErrorKind, StoredMessage};
+use ishiki_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
+use serde_json::json;
+
+use super::database;
+
+fn open(url: &str, conversation: &str) -> PostgresStore {
+    PostgresStore::connect(url, conversation, &PostgresOptions::default())
+        .unwrap_or_else(|e| panic!("{conversation} opens: {e}"))
+}
+
+fn client(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).expect("connects")
+}
+
+fn versions(url: &str) -> Vec<i32> {
+    client(url)
+        .query("SELECT version FROM ishiki_schema ORDER BY version", &[])
+        .expect("the schema table exists")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+fn one_message(id: &str) -> Batch {
+    Batch {
+        messages: vec![StoredMessage {
+            id: id.to_owned(),
+            json: json!({ "text": format!("{id} \u{0000} ✓") }),
+        }],
+        ..Batch::default()
+    }
+}
+
+#[test]
+fn concurrent_first_opens_migrate_once() {
+    let url = database();
+    let openers: Vec<_> = (0..4)
+        .map(|k| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                PostgresStore::connect(&url, &format!("c{k}"), &PostgresOptions::default())
+                    .map(drop)
+            })
+        })
+        .collect();
+    for opener in openers {
+        opener.join().expect("no panic").expect("opens");
+    }
+    drop(open(&url, "again"));
+    let expected: Vec<i32> = (1..=SCHEMA_VERSION).collect();
+    assert_eq!(versions(&url), expected);
+}
+
+#[test]
+fn sec3_a_newer_schema_is_refused_clearly() {
+    let url = database();
+    drop(open(&url, "c"));
+    client(&url)
+        .execute("INSERT INTO ishiki_schema (version) VALUES (99)", &[])
+        .expect("inserts");
+    let error =
+        PostgresStore::connect(&url, "c", &PostgresOptions::default()).expect_err("a newer schema");
+    assert_eq!(error.kind(), StoreErrorKind::Version);
+    assert_eq!(
+        error.message(),
+        format!(
+            "history store schema version 99 is newer than this build supports ({SCHEMA_VERSION})"
+        )
+    );
+}
+
+#[test]
+fn sec3_a_bad_stored_row_names_its_table_and_id() {
+    let url = database();
+    let mut store = open(&url, "c");
+    store.commit(&one_message("m1")).expect("commits");
+    client(&url)
+        .execute(
+            "UPDATE ishiki_messages SET json = '{oops' WHERE id = 'm1'",
+            &[],
+        )
+        .expect("updates");
+    let error = store.load().expect_err("a corrupt row");
+    assert_eq!(error.kind(), StoreErrorKind::Corrupt);
+    assert!(
+        error
+            .message()
+            .starts_with("stored row `m1` in table ishiki_messages is not valid JSON: "),
+        "{error}"
+    );
+
+    client(&url)
+        .execute(
+            "INSERT INTO ishiki_meta (conversation, key, json) VALUES ('c', 'step', 'nope')",
+            &[],
+        )
+        .expect("inserts");
+    client(&url)
+        .execute("DELETE FROM ishiki_messages", &[])
+        .expect("deletes");
+    let error = store.load().expect_err("a corrupt meta row");
+    assert!(
+        error
+            .message()
+            .starts_with("stored row `step` in table ishiki_meta is not valid JSON: "),
+        "{error}"
+    );
+}
+
+#[test]
+fn conversations_in_one_database_are_apart() {
+    let url = database();
+    let mut a = open(&url, "a");
+    let mut b = open(&url, "b");
+    // The same ids in two conversations are no duplicates.
+    a.commit(&one_message("m1")).expect("a commits");
+    b.commit(&one_message("m1")).expect("b commits");
+    b.commit(&one_message("m2")).expect("b commits again");
+    let error = a.commit(&one_message("m1")).expect_err("a duplicate in a");
+    assert_eq!(error.kind(), StoreErrorKind::DuplicateId);
+    let ids = |s: &PostgresStore| -> Vec<String> {
+        s.load()
+            .expect("loads")
+            .messages
+            .into_iter()
+            .map(|(m, _)| m.id)
+            .collect()
+    };
+    assert_eq!(ids(&a), ["m1"]);
+    assert_eq!(ids(&b), ["m1", "m2"]);
+    // NUL and non-ASCII text round-trip exactly (stored as JSON text, not jsonb).
+    assert_eq!(
+        a.load().expect("loads").messages[0].0,
+        one_message("m1").messages[0]
+    );
+}
