@@ -5,6 +5,8 @@
 //!   `INSTA_UPDATE=no` (the tidy checks, layering and export snapshots are ordinary tests here).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
+//! - `cargo xtask bench --scale [OPTIONS]`: many conversations per process and one long
+//!   conversation (`scale.rs`).
 //! - `cargo xtask search-eval`: tool search quality on the MCP corpus (hit@1, hit@5, MRR).
 //! - `cargo xtask fuzz [--time S] [TARGET…]`: the cargo-fuzz targets in `fuzz/`, S seconds each.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
@@ -20,6 +22,7 @@ use std::process::{Command, ExitCode};
 mod fuzz;
 mod guards;
 mod model;
+mod scale;
 mod search_eval;
 mod stress;
 mod tidy;
@@ -36,13 +39,14 @@ fn main() -> ExitCode {
                 Ok(())
             }
         }),
+        Some("bench") if args.get(1).is_some_and(|a| a == "--scale") => scale::scale(&args[2..]),
         Some("bench") => bench(&args[1..]),
         Some("search-eval") => search_eval::run(&args[1..]),
         Some("stress") => stress::stress(&args[1..]),
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | test | bench [FILTER] | tools [--model] | search-eval | stress [--kills N] | fuzz [--time S] [TARGET…]"
+                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools [--model] | search-eval | stress [--kills N] | fuzz [--time S] [TARGET…]"
             );
             return ExitCode::from(2);
         }

@@ -110,6 +110,7 @@ mod tests {
                 "ishiki-provider",
                 "ishiki-resources",
                 "ishiki-toolsearch",
+                "ishiki-codemode",
                 "ishiki-postgres",
                 "ishiki-objects",
             ],

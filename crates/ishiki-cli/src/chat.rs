@@ -39,6 +39,8 @@ pub struct ChatOptions {
     pub store: Option<String>,
     /// The conversation kept in `store` (one writer at a time per conversation).
     pub conversation: String,
+    /// Artifacts and assets in object storage (`s3://bucket/prefix`), not the state directory.
+    pub objects: Option<String>,
 }
 
 /// Runs a chat session until standard input ends.
@@ -183,6 +185,13 @@ fn run_inner(
     let mut builder = Runtime::builder(assembly, &options.state);
     if let Some(url) = &options.store {
         builder = builder.store(history_store(url, &options.conversation)?);
+    }
+    if let Some(location) = &options.objects {
+        let objects = ishiki_objects::Objects::open(location)
+            .map_err(|e| (Exit::Invalid, format!("--objects: {e}")))?;
+        builder = builder
+            .artifacts(Arc::new(objects.artifacts()))
+            .assets(Arc::new(objects.assets()));
     }
     let mut runtime = builder
         .workspace_root(&workspace)

@@ -54,6 +54,11 @@ enum Command {
         /// The conversation to resume or start in `--store`.
         #[arg(long, value_name = "ID", default_value = "default")]
         conversation: String,
+        /// Keep artifacts and assets in object storage instead of the state directory:
+        /// `s3://bucket/prefix` (credentials and endpoint from the `AWS_*` environment) or
+        /// `file:///dir`.
+        #[arg(long, value_name = "URL")]
+        objects: Option<String>,
     },
     /// Starts a codemode worker and prints which confinement layers (no_new_privs, Landlock,
     /// seccomp) this kernel let it apply.
@@ -156,6 +161,7 @@ fn main() -> ExitCode {
             max_steps,
             store,
             conversation,
+            objects,
         } => {
             let options = ChatOptions {
                 profile,
@@ -167,6 +173,7 @@ fn main() -> ExitCode {
                 worker: WorkerSpawn::CurrentExe,
                 store,
                 conversation,
+                objects,
             };
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();

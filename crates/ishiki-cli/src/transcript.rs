@@ -1,6 +1,8 @@
 //! The transcript: the events a scenario run prints, exactly as docs/scenario-format.md defines them, and
-//! the writer that prints them as JSON Lines (or `--format pretty`) and remembers them for
-//! `${…}` interpolation.
+//! the writer that prints them as JSON Lines (or `--format pretty`) as they happen and keeps
+//! only what `${…}` interpolation can refer to (inbound messages and tool results by id): a
+//! request event carries the whole history, so keeping every event would grow quadratically
+//! with a conversation's length.
 //!
 //! Field order is the order of the struct fields (serde_json keeps it), which follows the
 //! examples in docs/scenario-format.md, so a transcript reads the same as the contract.
@@ -243,13 +245,14 @@ impl std::error::Error for TranscriptError {
     }
 }
 
-/// Prints events as they happen and keeps them, so later steps can refer to them.
+/// Prints events as they happen and keeps the referable ones, so later steps can refer to
+/// them.
 #[derive(Debug)]
 pub struct TranscriptWriter<W> {
     out: W,
     format: Format,
     include_data: bool,
-    events: Vec<Event>,
+    emitted: usize,
     by_id: HashMap<String, Value>,
 }
 
@@ -260,12 +263,13 @@ impl<W: Write> TranscriptWriter<W> {
             out,
             format,
             include_data,
-            events: Vec::new(),
+            emitted: 0,
             by_id: HashMap::new(),
         }
     }
 
-    /// Prints one event (flushed, so a crash still leaves every earlier line) and keeps it.
+    /// Prints one event (flushed, so a crash still leaves every earlier line); keeps it when
+    /// later steps can refer to it.
     pub fn emit(&mut self, mut event: Event) -> Result<(), TranscriptError> {
         if !self.include_data {
             event.strip_data();
@@ -287,13 +291,13 @@ impl<W: Write> TranscriptWriter<W> {
             let value = serde_json::to_value(&event).unwrap_or(Value::Null);
             self.by_id.insert(id.to_owned(), value);
         }
-        self.events.push(event);
+        self.emitted += 1;
         Ok(())
     }
 
-    /// Every event printed so far, in order.
-    pub fn events(&self) -> &[Event] {
-        &self.events
+    /// How many events were printed so far.
+    pub fn emitted(&self) -> usize {
+        self.emitted
     }
 
     /// The output, e.g. to read back a buffer in tests.
@@ -500,7 +504,7 @@ mod tests {
         let m1 = w.get("m1").expect("m1 kept");
         assert_eq!(m1["images"][0]["lifetime"], "retain");
         assert!(w.get("s1").is_none());
-        assert_eq!(w.events().len(), 8);
+        assert_eq!(w.emitted(), 8);
     }
 
     /// The shapes `check_scenarios.py` requires, checked on our own output.

@@ -8,9 +8,7 @@ use async_trait::async_trait;
 use ishiki_codemode::{AttachmentContent as CmContent, CallableTool, Outcome, ToolFailure};
 use ishiki_outlet::{Display, DisplayPart, Emitted, Media, MediaRef, Outlet};
 use ishiki_projection::Lifetime;
-use ishiki_resources::{
-    DiskArtifactStore, DiskAssetStore, ReadResult, ResourceCenter, WorkspaceScheme,
-};
+use ishiki_resources::{ArtifactStore, AssetStore, ReadResult, ResourceCenter, WorkspaceScheme};
 use ishiki_toolsearch::{Catalog, ToolDef};
 use serde_json::{Value, json};
 
@@ -24,8 +22,8 @@ use crate::tool::{Tool, ToolContext, ToolError};
 #[derive(Debug)]
 pub(crate) struct SharedParts {
     pub(crate) center: ResourceCenter,
-    pub(crate) artifacts: Arc<DiskArtifactStore>,
-    pub(crate) assets: Arc<DiskAssetStore>,
+    pub(crate) artifacts: Arc<dyn ArtifactStore>,
+    pub(crate) assets: Arc<dyn AssetStore>,
     pub(crate) workspace: Arc<WorkspaceScheme>,
     pub(crate) platform: Arc<dyn Platform>,
     pub(crate) vision: Option<Arc<dyn VisionModel>>,
@@ -38,8 +36,8 @@ pub(crate) struct SharedParts {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) center: ResourceCenter,
-    pub(crate) artifacts: Arc<DiskArtifactStore>,
-    pub(crate) assets: Arc<DiskAssetStore>,
+    pub(crate) artifacts: Arc<dyn ArtifactStore>,
+    pub(crate) assets: Arc<dyn AssetStore>,
     pub(crate) workspace: Arc<WorkspaceScheme>,
     pub(crate) platform: Arc<dyn Platform>,
     pub(crate) vision: Option<Arc<dyn VisionModel>>,

@@ -152,7 +152,9 @@ pub use tool::{Tool, ToolContext, ToolError, default_display, is_content_block};
 pub use yaml_budget::yaml_budget_message;
 
 /// Re-exported so tool authors and embedders need no direct dependency for these types.
-pub use ishiki_codemode::{Limits, WorkerSpawn, run_if_worker};
+pub use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn, run_if_worker};
 pub use ishiki_outlet::{Budget, Display, DisplayPart, Media};
-pub use ishiki_resources::{FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme};
+pub use ishiki_resources::{
+    ArtifactStore, AssetStore, FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
+};
 pub use ishiki_toolsearch::ToolDef;

@@ -20,8 +20,8 @@ use ishiki_projection::{
     ProjectionInput, SourceLink, Verdict,
 };
 use ishiki_resources::{
-    AssetStore as _, DiskArtifactStore, DiskAssetStore, FileScheme, LocalScheme, ResourceCenter,
-    SchemeHandler, WorkspaceScheme,
+    ArtifactScheme, ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore,
+    FileScheme, LocalScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
 };
 use ishiki_toolsearch::{Catalog, CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
@@ -98,6 +98,9 @@ pub struct RuntimeBuilder {
     store: Option<Box<dyn HistoryStore>>,
     budget: Budget,
     codemode_limits: Option<Limits>,
+    artifacts: Option<Arc<dyn ArtifactStore>>,
+    assets: Option<Arc<dyn AssetStore>>,
+    sandbox: Option<Sandbox>,
 }
 
 impl RuntimeBuilder {
@@ -182,6 +185,27 @@ impl RuntimeBuilder {
     /// The outlet's display budget (default: 2000 lines, 30,000 UTF-16 units).
     pub fn budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// Where artifacts live (default: `<state>/artifacts` on disk). Stores are shared: many
+    /// runtimes may use one, e.g. an object store (`ishiki-objects`).
+    pub fn artifacts(mut self, store: Arc<dyn ArtifactStore>) -> Self {
+        self.artifacts = Some(store);
+        self
+    }
+
+    /// Where inbound assets live (default: `<state>/assets` on disk).
+    pub fn assets(mut self, store: Arc<dyn AssetStore>) -> Self {
+        self.assets = Some(store);
+        self
+    }
+
+    /// Runs codemode programs in this sandbox (its worker pool is shared by every runtime
+    /// given a clone) instead of starting a pool of its own; the builder's worker and limits
+    /// settings are then unused. Many conversations per process share one pool this way.
+    pub fn codemode_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = Some(sandbox);
         self
     }
 
@@ -280,7 +304,10 @@ pub struct Runtime {
     tools: Vec<(ToolDef, Arc<dyn Tool>)>,
     validators: HashMap<String, Arc<jsonschema::Validator>>,
     sandbox: Option<Sandbox>,
-    store: Box<dyn HistoryStore>,
+    /// Behind a mutex only so that `Runtime` is `Sync` (stores need only be `Send`), which lets
+    /// `execute` run in a task on a multi-threaded executor; every use has `&mut self`, so the
+    /// lock is never contended (`get_mut`).
+    store: Mutex<Box<dyn HistoryStore>>,
     history: Vec<Entry>,
     records: Vec<AttachmentRecord>,
     not_downloaded: BTreeMap<String, String>,
@@ -316,6 +343,9 @@ impl Runtime {
             store: None,
             budget: Budget::default(),
             codemode_limits: None,
+            artifacts: None,
+            assets: None,
+            sandbox: None,
         }
     }
 
@@ -333,19 +363,26 @@ impl Runtime {
         std::fs::create_dir_all(dir).map_err(|e| err("cannot create the state directory")(&e))?;
         let state_lock = state_dir::lock(dir)?;
         let evidence = state_dir::conversation_evidence(dir)?;
-        let artifacts = Arc::new(
-            DiskArtifactStore::open(dir.join("artifacts")).map_err(|e| err("artifacts")(&e))?,
-        );
-        let assets =
-            Arc::new(DiskAssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?);
+        let artifacts: Arc<dyn ArtifactStore> = match b.artifacts.clone() {
+            Some(store) => store,
+            None => Arc::new(
+                DiskArtifactStore::open(dir.join("artifacts")).map_err(|e| err("artifacts")(&e))?,
+            ),
+        };
+        let assets: Arc<dyn AssetStore> = match b.assets.clone() {
+            Some(store) => store,
+            None => {
+                Arc::new(DiskAssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?)
+            }
+        };
         std::fs::create_dir_all(&workspace_root)
             .map_err(|e| err("cannot create the workspace")(&e))?;
         let workspace =
             Arc::new(WorkspaceScheme::new(&workspace_root).map_err(|e| err("workspace")(&e))?);
         let center = ResourceCenter::new();
         center.register_file_scheme(workspace.clone());
-        center.register_file_scheme(artifacts.clone());
-        center.register_file_scheme(assets.clone());
+        center.register_file_scheme(Arc::new(ArtifactScheme(artifacts.clone())));
+        center.register_file_scheme(Arc::new(AssetScheme(assets.clone())));
         if !b.local_roots.is_empty() {
             center.register_file_scheme(Arc::new(LocalScheme::new(b.local_roots.clone())));
         }
@@ -485,7 +522,11 @@ impl Runtime {
             None => Vec::new(),
         };
 
-        let sandbox = if shared.assembly.profile.codemode.enable {
+        let sandbox = if !shared.assembly.profile.codemode.enable {
+            None
+        } else if let Some(sandbox) = b.sandbox {
+            Some(sandbox)
+        } else {
             let mut config = SandboxConfig {
                 worker: b.worker,
                 ..SandboxConfig::default()
@@ -494,8 +535,6 @@ impl Runtime {
                 config.limits = limits;
             }
             Some(Sandbox::new(config))
-        } else {
-            None
         };
 
         let mut runtime = Self {
@@ -504,7 +543,7 @@ impl Runtime {
             tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
             validators,
             sandbox,
-            store,
+            store: Mutex::new(store),
             history,
             records,
             not_downloaded,
@@ -546,7 +585,7 @@ impl Runtime {
         let mut batch = Batch::default();
         batch.messages.push(stored_message(&message)?);
         batch.meta.push(("pending_calls".to_owned(), json!([])));
-        self.store
+        self.store_mut()
             .commit(&batch)
             .map_err(|e| err("cannot store the interrupted results")(&e))?;
         self.history.push(Entry {
@@ -554,6 +593,13 @@ impl Runtime {
             withdrawn: false,
         });
         Ok(())
+    }
+
+    fn store_mut(&mut self) -> &mut dyn HistoryStore {
+        &mut **self
+            .store
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The resource center (to register more handlers at run time, RES-2).
@@ -567,7 +613,7 @@ impl Runtime {
     }
 
     /// The asset store (inbound media, cleanup).
-    pub fn assets(&self) -> &Arc<DiskAssetStore> {
+    pub fn assets(&self) -> &Arc<dyn AssetStore> {
         &self.shared.assets
     }
 
@@ -726,7 +772,7 @@ impl Runtime {
                 .push(stored_record(&record, not_downloaded)?);
             new_records.push(record);
         }
-        self.store
+        self.store_mut()
             .commit(&batch)
             .map_err(|e| err("cannot store the message")(&e))?;
         self.history.push(Entry {
@@ -752,6 +798,8 @@ impl Runtime {
             ..Batch::default()
         };
         self.store
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .commit(&batch)
             .map_err(|e| err("cannot store the withdrawal")(&e))?;
         entry.withdrawn = true;
@@ -811,7 +859,6 @@ impl Runtime {
 
     fn load_media(&self, url: &str) -> Result<Vec<u8>, String> {
         if url.starts_with("artifact:") {
-            use ishiki_resources::ArtifactStore as _;
             self.shared.artifacts.get(url).map_err(|e| e.to_string())
         } else if url.starts_with("asset:") {
             self.shared.assets.get(url).map_err(|e| e.to_string())
@@ -1205,7 +1252,7 @@ impl Runtime {
         batch
             .meta
             .push(("pending_calls".to_owned(), to_json(&planned)?));
-        self.store
+        self.store_mut()
             .commit(&batch)
             .map_err(|e| err("cannot store the response")(&e))?;
         self.step = step;
@@ -1272,7 +1319,7 @@ impl Runtime {
             announced: self.announced.clone(),
         })?);
         batch.meta.push(("pending_calls".to_owned(), json!([])));
-        self.store
+        self.store_mut()
             .commit(&batch)
             .map_err(|e| err("cannot store the tool results")(&e))?;
         self.history.push(Entry {

@@ -33,6 +33,15 @@ pub trait HistoryStore: Send + fmt::Debug {
 
     /// Applies `batch` in one transaction: all of it, or (on error) none of it.
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
+
+    /// The messages committed after the first `after` ones, in commit order with their
+    /// withdrawn flags: what a reader that already holds the first `after` needs, without
+    /// reading (and decoding) the whole history again. The default loads everything and skips;
+    /// stores that can read a range override it.
+    fn load_messages_since(&self, after: usize) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
+        let mut messages = self.load()?.messages;
+        Ok(messages.split_off(after.min(messages.len())))
+    }
 }
 
 /// One atomic change. Messages and attachment records are append-only: an id may be stored
@@ -474,6 +483,23 @@ fn id_and_json(row: &rusqlite::Row<'_>, table: &str) -> Result<(String, Value), 
     Ok((id, json))
 }
 
+/// A `messages` row selected as `seq, id, json, withdrawn`, decoded strictly.
+fn message_row(row: &rusqlite::Row<'_>) -> Result<(StoredMessage, bool), StoreError> {
+    let (id, json) = id_and_json(row, "messages")?;
+    let withdrawn = match row.get_ref(3).map_err(db_error)? {
+        ValueRef::Integer(0) => false,
+        ValueRef::Integer(1) => true,
+        other => {
+            return Err(corrupt(
+                "messages",
+                &format!("id `{id}`"),
+                format!("the withdrawn flag is {}, not 0 or 1", describe(other)),
+            ));
+        }
+    };
+    Ok((StoredMessage { id, json }, withdrawn))
+}
+
 fn is_unique_violation(error: &rusqlite::Error) -> bool {
     matches!(
         error,
@@ -493,19 +519,7 @@ impl HistoryStore for SqliteStore {
             .map_err(db_error)?;
         let mut rows = statement.query([]).map_err(db_error)?;
         while let Some(row) = rows.next().map_err(db_error)? {
-            let (id, json) = id_and_json(row, "messages")?;
-            let withdrawn = match row.get_ref(3).map_err(db_error)? {
-                ValueRef::Integer(0) => false,
-                ValueRef::Integer(1) => true,
-                other => {
-                    return Err(corrupt(
-                        "messages",
-                        &format!("id `{id}`"),
-                        format!("the withdrawn flag is {}, not 0 or 1", describe(other)),
-                    ));
-                }
-            };
-            state.messages.push((StoredMessage { id, json }, withdrawn));
+            state.messages.push(message_row(row)?);
         }
         drop(rows);
         drop(statement);
@@ -547,6 +561,23 @@ impl HistoryStore for SqliteStore {
 
         tx.commit().map_err(db_error)?;
         Ok(state)
+    }
+
+    fn load_messages_since(&self, after: usize) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
+        // Skipping rows in the primary-key order reads none of the skipped JSON.
+        let offset = i64::try_from(after).unwrap_or(i64::MAX);
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, id, json, withdrawn FROM messages ORDER BY seq LIMIT -1 OFFSET ?1",
+            )
+            .map_err(db_error)?;
+        let mut rows = statement.query([offset]).map_err(db_error)?;
+        let mut messages = Vec::new();
+        while let Some(row) = rows.next().map_err(db_error)? {
+            messages.push(message_row(row)?);
+        }
+        Ok(messages)
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {

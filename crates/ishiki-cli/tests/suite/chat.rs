@@ -239,7 +239,7 @@ fn write_config(dir: &std::path::Path, base: &str) {
 }
 
 /// One `ishiki chat` process: `line` on stdin, then end of input.
-fn chat(
+fn chat_process(
     dir: &std::path::Path,
     state: &str,
     extra: &[&str],
@@ -298,7 +298,7 @@ fn chat_keeps_history_in_postgres_with_store() {
     let env = [("PGUSER", ishiki_postgres::testing::SUPERUSER)];
     let store = ["--store", url.as_str(), "--conversation", "c1"];
 
-    let first = chat(
+    let first = chat_process(
         dir.path(),
         "state-a",
         &store,
@@ -311,7 +311,7 @@ fn chat_keeps_history_in_postgres_with_store() {
         String::from_utf8_lossy(&first.stderr)
     );
     // Another state directory, same store and conversation: the session resumes.
-    let second = chat(dir.path(), "state-b", &store, &env, "what was the code?\n");
+    let second = chat_process(dir.path(), "state-b", &store, &env, "what was the code?\n");
     assert!(
         second.status.success(),
         "{}",
@@ -332,7 +332,7 @@ fn chat_keeps_history_in_postgres_with_store() {
 fn chat_refuses_a_store_it_does_not_know() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     write_config(dir.path(), "http://127.0.0.1:9/v1");
-    let output = chat(
+    let output = chat_process(
         dir.path(),
         "state",
         &["--store", "mysql://db/x"],

@@ -85,6 +85,7 @@ fn say(text: &str) -> ModelResponse {
     ModelResponse {
         text: Some(text.to_owned()),
         calls: Vec::new(),
+        ..ModelResponse::default()
     }
 }
 

@@ -140,6 +140,7 @@ async fn run(rt: &mut Runtime, id: &str, name: &str, input: Value) -> CallReport
             name: name.to_owned(),
             input,
         }],
+        ..ModelResponse::default()
     };
     rt.commit(prepared, response).expect("commit");
     let mut reports = rt.execute().await.expect("execute");

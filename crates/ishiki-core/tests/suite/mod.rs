@@ -6,6 +6,7 @@ mod crash;
 mod image_limits;
 mod limits;
 mod runtime;
+mod scale;
 mod state_dir;
 mod store;
 mod text_protocol;

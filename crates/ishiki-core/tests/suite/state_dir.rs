@@ -50,6 +50,7 @@ async fn converse(dir: &Path) {
                 name: "read".to_owned(),
                 input: json!({ "url": "workspace:///home/workspace/a.png", "lifetime": "once" }),
             }],
+            ..ModelResponse::default()
         },
     )
     .expect("a commit");
@@ -60,6 +61,7 @@ async fn converse(dir: &Path) {
         ModelResponse {
             text: Some("seen".to_owned()),
             calls: Vec::new(),
+            ..ModelResponse::default()
         },
     )
     .expect("a second commit");
@@ -281,6 +283,7 @@ async fn sec4_a_history_whose_write_ahead_log_was_lost_is_an_error() {
         ModelResponse {
             text: Some("seen".to_owned()),
             calls: Vec::new(),
+            ..ModelResponse::default()
         },
     )
     .expect("a commit");

@@ -97,6 +97,7 @@ async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_append
                 input: json!({ "text": "hello" }),
             },
         ],
+        ..ModelResponse::default()
     };
     rt.commit(prepared, response).expect("commit");
     let reports = rt.execute().await.expect("execute");

@@ -39,6 +39,7 @@ fn say(text: &str) -> ModelResponse {
     ModelResponse {
         text: Some(text.to_owned()),
         calls: Vec::new(),
+        ..ModelResponse::default()
     }
 }
 
@@ -204,6 +205,7 @@ fn tool_results_of_a_runtime_that_lost_its_lease_are_not_committed() {
             name: "read".to_owned(),
             input: serde_json::json!({ "url": "workspace:///home/workspace/note.txt" }),
         }],
+        ..ModelResponse::default()
     };
     stale
         .commit(prepared, response)

@@ -1,0 +1,333 @@
+//! `cargo xtask bench --scale`: many conversations per process, and one long conversation
+//! (issue 16).
+//!
+//! - Scale: N conversations × S steps, each conversation a [`Runtime`] of its own with its own
+//!   SQLite history and disk (or object-store) artifacts and assets, run by 1, 8 and 64
+//!   concurrent tasks. A scripted model answers at once; the tools are real (`read` of a
+//!   workspace file, a codemode program, `send_message`, a plain answer). Reported: steps/s
+//!   (wall clock, runtime opens included) and p50/p99 pipeline overhead of a step —
+//!   prepare + commit + execute, model time excluded — and p50/p99 of opening a runtime.
+//! - Long: one conversation stepped to the largest checkpoint; at each checkpoint (100, 1,000,
+//!   5,000 by default) the mean overhead of the last 50 steps and the process's resident
+//!   memory.
+//!
+//! `--shared-pool false` gives every runtime a codemode worker pool of its own (what a
+//! runtime did before `RuntimeBuilder::codemode_sandbox`), for before/after figures.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)] // A bench prints its table.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ishiki_core::{
+    Assembly, Durability, ModelResponse, ModelsDoc, Profile, Runtime, Sandbox, SandboxConfig,
+    ToolCall, WorkerSpawn, assemble,
+};
+use serde_json::json;
+
+#[derive(Debug, Clone)]
+struct Options {
+    conversations: usize,
+    steps: u64,
+    concurrency: Vec<usize>,
+    long: Vec<u64>,
+    shared_pool: bool,
+    objects: Option<String>,
+    durability: Durability,
+}
+
+fn parse_list<T: std::str::FromStr>(text: &str) -> Result<Vec<T>, String> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.trim()
+                .parse()
+                .map_err(|_| format!("`{s}` is not a number"))
+        })
+        .collect()
+}
+
+fn options() -> Result<Options, String> {
+    let mut o = Options {
+        conversations: 1000,
+        steps: 20,
+        concurrency: vec![1, 8, 64],
+        long: vec![100, 1000, 5000],
+        shared_pool: true,
+        objects: None,
+        durability: Durability::Normal,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        // `cargo bench` passes `--bench`; everything else takes a value.
+        if arg == "--bench" {
+            continue;
+        }
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--conversations" => {
+                o.conversations = value()?.parse().map_err(|_| "--conversations")?
+            }
+            "--steps" => o.steps = value()?.parse().map_err(|_| "--steps")?,
+            "--concurrency" => o.concurrency = parse_list(&value()?)?,
+            "--long" => o.long = parse_list(&value()?)?,
+            "--shared-pool" => o.shared_pool = value()? != "false",
+            "--objects" => o.objects = Some(value()?),
+            "--durability" => {
+                o.durability = match value()?.as_str() {
+                    "full" => Durability::Full,
+                    "normal" => Durability::Normal,
+                    other => return Err(format!("--durability {other}: use full or normal")),
+                }
+            }
+            other => return Err(format!("unknown option `{other}`")),
+        }
+    }
+    Ok(o)
+}
+
+fn assembly() -> Assembly {
+    let profile = Profile::from_yaml("codemode: { enable: true }\n").expect("profile");
+    let models =
+        ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n").expect("models");
+    assemble(profile, models, "main").expect("assembles")
+}
+
+/// The scripted model: what to answer at `step` of a conversation, with real tool calls.
+fn response(step: u64) -> ModelResponse {
+    let call = |name: &str, input: serde_json::Value| ModelResponse {
+        text: None,
+        calls: vec![ToolCall {
+            id: format!("c{step}"),
+            name: name.to_owned(),
+            input,
+        }],
+        ..ModelResponse::default()
+    };
+    match step % 5 {
+        1 => call(
+            "read",
+            json!({ "url": "workspace:///home/workspace/notes.txt" }),
+        ),
+        2 => call(
+            "codemode",
+            json!({ "code": "const r = await tools.read({ url: 'workspace:///home/workspace/notes.txt' }); return JSON.stringify(r).length;" }),
+        ),
+        3 => call(
+            "send_message",
+            json!({ "messages": [format!("progress {step}")] }),
+        ),
+        4 => call(
+            "read",
+            json!({ "url": "workspace:///home/workspace/notes.txt?lines=2-3" }),
+        ),
+        _ => ModelResponse {
+            text: Some(format!("answer {step}")),
+            calls: Vec::new(),
+            ..ModelResponse::default()
+        },
+    }
+}
+
+struct Conversation {
+    runtime: Runtime,
+    _dir: tempfile::TempDir,
+}
+
+fn open(options: &Options, sandbox: Option<&Sandbox>, base: &Path) -> Conversation {
+    let dir = tempfile::tempdir_in(base).expect("tempdir");
+    let mut builder = Runtime::builder(assembly(), dir.path())
+        .codemode_worker(WorkerSpawn::CurrentExe)
+        .durability(options.durability);
+    if let Some(sandbox) = sandbox {
+        builder = builder.codemode_sandbox(sandbox.clone());
+    }
+    if let Some(location) = &options.objects {
+        let objects = ishiki_objects::Objects::open(location).expect("--objects");
+        builder = builder
+            .artifacts(Arc::new(objects.artifacts()))
+            .assets(Arc::new(objects.assets()));
+    }
+    let runtime = builder.build().expect("runtime");
+    runtime
+        .workspace()
+        .write("/home/workspace/notes.txt", b"one\ntwo\nthree\nfour\n")
+        .expect("fixture");
+    Conversation { runtime, _dir: dir }
+}
+
+/// One step; returns the pipeline overhead (prepare + commit + execute).
+async fn step(runtime: &mut Runtime, n: u64) -> Duration {
+    let started = Instant::now();
+    let prepared = runtime.prepare().expect("prepare");
+    let prepare = started.elapsed();
+    let response = response(n); // the model: scripted, instant, not counted
+    let started = Instant::now();
+    runtime.commit(prepared, response).expect("commit");
+    let reports = runtime.execute().await.expect("execute");
+    assert!(
+        reports.iter().all(|r| !r.is_error),
+        "a tool failed: {reports:?}"
+    );
+    prepare + started.elapsed()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn rss_mib() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or("n/a".to_owned(), |kb| format!("{:.0} MiB", kb / 1024.0))
+}
+
+fn scale(options: &Options, base: &Path) {
+    println!(
+        "\n## {} conversations × {} steps ({} store, {} pool, durability {:?})\n",
+        options.conversations,
+        options.steps,
+        options
+            .objects
+            .as_deref()
+            .map_or("SQLite + disk", |_| "SQLite + object"),
+        if options.shared_pool {
+            "shared"
+        } else {
+            "per-runtime"
+        },
+        options.durability,
+    );
+    println!("| concurrent tasks | steps/s | step overhead p50 | p99 | runtime open p50 | p99 |");
+    println!("|---|---|---|---|---|---|");
+    for &tasks in &options.concurrency {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("tokio");
+        let (steps, opens, wall) = runtime.block_on(async {
+            let sandbox = options.shared_pool.then(|| {
+                Sandbox::new(SandboxConfig {
+                    worker: WorkerSpawn::CurrentExe,
+                    ..SandboxConfig::default()
+                })
+            });
+            let next = Arc::new(AtomicUsize::new(0));
+            let started = Instant::now();
+            let mut handles = Vec::new();
+            for _ in 0..tasks {
+                let (next, options, sandbox) = (next.clone(), options.clone(), sandbox.clone());
+                let base = base.to_path_buf();
+                handles.push(tokio::spawn(async move {
+                    let mut steps = Vec::new();
+                    let mut opens = Vec::new();
+                    while next.fetch_add(1, Ordering::Relaxed) < options.conversations {
+                        let opened = Instant::now();
+                        let mut c = open(&options, sandbox.as_ref(), &base);
+                        opens.push(opened.elapsed());
+                        c.runtime
+                            .add_user_message("m1", "go", &[])
+                            .expect("message");
+                        for n in 1..=options.steps {
+                            steps.push(step(&mut c.runtime, n).await);
+                        }
+                    }
+                    (steps, opens)
+                }));
+            }
+            let mut steps = Vec::new();
+            let mut opens = Vec::new();
+            for h in handles {
+                let (s, o) = h.await.expect("task");
+                steps.extend(s);
+                opens.extend(o);
+            }
+            (steps, opens, started.elapsed())
+        });
+        let mut steps = steps;
+        let mut opens = opens;
+        steps.sort();
+        opens.sort();
+        let rate = steps.len() as f64 / wall.as_secs_f64();
+        println!(
+            "| {tasks} | {rate:.0} | {} | {} | {} | {} |",
+            ms(percentile(&steps, 0.5)),
+            ms(percentile(&steps, 0.99)),
+            ms(percentile(&opens, 0.5)),
+            ms(percentile(&opens, 0.99)),
+        );
+        println!(
+            "BENCH\tscale {tasks} tasks: steps/s\t{rate:.0}\t-\nBENCH\tscale {tasks} tasks: step p99\t{}\t-",
+            ms(percentile(&steps, 0.99))
+        );
+        runtime.shutdown_timeout(Duration::from_secs(5));
+    }
+}
+
+fn long(options: &Options, base: &Path) {
+    let Some(&last) = options.long.iter().max() else {
+        return;
+    };
+    println!("\n## one long conversation\n");
+    println!("| step | mean step overhead (last 50) | resident memory |");
+    println!("|---|---|---|");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    runtime.block_on(async {
+        let sandbox = Sandbox::new(SandboxConfig {
+            worker: WorkerSpawn::CurrentExe,
+            ..SandboxConfig::default()
+        });
+        let mut c = open(options, Some(&sandbox), base);
+        c.runtime
+            .add_user_message("m1", "go", &[])
+            .expect("message");
+        let mut window = std::collections::VecDeque::new();
+        for n in 1..=last {
+            window.push_back(step(&mut c.runtime, n).await);
+            if window.len() > 50 {
+                window.pop_front();
+            }
+            if options.long.contains(&n) {
+                let mean = window.iter().sum::<Duration>() / window.len().max(1) as u32;
+                println!("| {n} | {} | {} |", ms(mean), rss_mib());
+                println!(
+                    "BENCH\tlong conversation step {n}: step overhead\t{}\t-",
+                    ms(mean)
+                );
+            }
+        }
+    });
+}
+
+fn main() {
+    // Codemode workers are this binary started again in worker mode.
+    ishiki_core::run_if_worker();
+    let options = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("scale: {e}");
+            std::process::exit(2);
+        }
+    };
+    let base = tempfile::tempdir().expect("tempdir");
+    if options.conversations > 0 && options.steps > 0 {
+        scale(&options, base.path());
+    }
+    long(&options, base.path());
+}

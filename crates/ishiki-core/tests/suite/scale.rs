@@ -1,0 +1,58 @@
+//! What many conversations per process and long conversations rely on (issue 16): a runtime's
+//! step can run in a task on a multi-threaded executor, and history can be read from a
+//! position on instead of from the start.
+
+use ishiki_core::{Batch, HistoryStore, MemoryStore, Runtime, SqliteStore, StoredMessage};
+use serde_json::json;
+
+/// Compiles only while `Runtime::execute`'s future is `Send`: `tokio::spawn` on a
+/// multi-threaded runtime needs it to step many conversations at once.
+#[allow(dead_code)]
+fn execute_can_run_in_a_spawned_task(runtime: &mut Runtime) {
+    fn send<T: Send>(_: T) {}
+    send(runtime.execute());
+}
+
+fn message(n: usize) -> StoredMessage {
+    StoredMessage {
+        id: format!("m{n}"),
+        json: json!({ "n": n }),
+    }
+}
+
+#[test]
+fn load_messages_since_returns_exactly_the_tail_with_withdrawn_flags() {
+    let stores: Vec<Box<dyn HistoryStore>> = vec![
+        Box::new(SqliteStore::in_memory().expect("sqlite")),
+        Box::new(MemoryStore::new()),
+    ];
+    for mut store in stores {
+        for n in 0..5 {
+            store
+                .commit(&Batch {
+                    messages: vec![message(n)],
+                    ..Batch::default()
+                })
+                .expect("commit");
+        }
+        store
+            .commit(&Batch {
+                withdrawn: vec!["m3".to_owned()],
+                ..Batch::default()
+            })
+            .expect("withdraw");
+        let all = store.load().expect("load").messages;
+        for after in 0..=7 {
+            let tail = store.load_messages_since(after).expect("since");
+            assert_eq!(
+                tail,
+                all[after.min(all.len())..].to_vec(),
+                "{store:?} after {after}"
+            );
+        }
+        assert_eq!(
+            store.load_messages_since(3).expect("since"),
+            vec![(message(3), true), (message(4), false)]
+        );
+    }
+}
