@@ -324,7 +324,6 @@ pub fn parse_responses_response(body: &Value) -> Result<ParsedResponse, Provider
             calls,
             reasoning,
             usage,
-            ..ModelResponse::default()
         },
         stop_reason,
         usage: usage.unwrap_or_default(),

@@ -420,7 +420,10 @@ fn killed_sessions_reopen_consistent(history: &History) {
             .env(CHILD_ROUND, round.to_string())
             .env(CHILD_DURABILITY, durability)
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(logs.path().join("stderr")).unwrap())
+            .stderr(
+                std::fs::File::create(logs.path().join("stderr"))
+                    .expect("a log file for the child"),
+            )
             .spawn()
             .expect("the child starts");
         let mut lines =
