@@ -464,7 +464,15 @@ impl Runtime {
         let mut history = Vec::new();
         for (m, withdrawn) in stored.messages {
             let row = format!("id `{}`", m.id);
-            let message: Message = decode::strict("messages", &row, m.json)?;
+            let mut json = m.json;
+            // The provider's usage is stored beside the assistant message it paid for (see
+            // `commit`); it is no field of `Message`, but it is decoded as strictly.
+            if let Value::Object(record) = &mut json
+                && let Some(usage) = record.remove("usage")
+            {
+                let _: crate::message::Usage = decode::strict("messages", &row, usage)?;
+            }
+            let message: Message = decode::strict("messages", &row, json)?;
             if message.id != m.id {
                 return Err(decode::damaged(
                     "messages",

@@ -23,12 +23,17 @@ fn store(url: &str, conversation: &str, options: &PostgresOptions) -> PostgresSt
         .unwrap_or_else(|e| panic!("{conversation} opens: {e}"))
 }
 
-/// A runtime (one conversation) whose history is `store`.
+/// A runtime (one conversation) whose history is `store`, with a state directory of its own
+/// below `dir`: two runtimes of one conversation are two workers, and a state directory serves
+/// one runtime at a time.
 fn runtime(dir: &std::path::Path, store: PostgresStore) -> Runtime {
+    static WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = WORKERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = dir.join(format!("worker-{n}"));
     let profile = Profile::from_yaml("").expect("an empty profile is valid");
     let models = ModelsDoc::from_yaml("models:\n  main: { input: [text] }\n").expect("models");
     let assembly = assemble(profile, models, "main").expect("assembles");
-    Runtime::builder(assembly, dir)
+    Runtime::builder(assembly, &dir)
         .codemode_worker(WorkerSpawn::InProcess)
         .store(Box::new(store))
         .build()
@@ -214,6 +219,7 @@ fn tool_results_of_a_runtime_that_lost_its_lease_are_not_committed() {
     // Taken over while the call runs: its result must not land in the new holder's history.
     let fresh = store(&url, "c", &options(WhenHeld::Refuse));
     let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .expect("a tokio runtime");
     // Inside a tokio runtime, as an embedder drives it: the store must not block it.
