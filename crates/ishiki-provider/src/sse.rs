@@ -356,12 +356,7 @@ impl StreamAssembler {
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<(), ProviderError> {
         let data = self.json(event)?;
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or_default()
-            .to_owned();
+        let kind = event_kind(&data, event);
         let index = data.get("index").and_then(Value::as_u64);
         match kind.as_str() {
             "message_start" => {
@@ -513,12 +508,7 @@ impl StreamAssembler {
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<(), ProviderError> {
         let data = self.json(event)?;
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or_default()
-            .to_owned();
+        let kind = event_kind(&data, event);
         match kind.as_str() {
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(text) = data.get("delta").and_then(Value::as_str)
@@ -576,6 +566,16 @@ impl StreamAssembler {
         }
         Ok(())
     }
+}
+
+/// An event's kind: the `type` in its data, else the SSE `event:` field (Anthropic and the
+/// Responses API send both; either names the event).
+fn event_kind(data: &Value, event: &SseEvent) -> String {
+    data.get("type")
+        .and_then(Value::as_str)
+        .or(event.event.as_deref())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[cfg(test)]
