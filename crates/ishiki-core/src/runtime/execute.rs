@@ -1,0 +1,253 @@
+//! Executing the committed calls: validation, limits, the tool's direct call, the outlet,
+//! and one transaction for the results and their attachment records (OUT-1).
+
+use super::*;
+
+impl Runtime {
+    /// Executes the committed response's calls in order, passes each result through the
+    /// outlet, and commits results and attachment records in one transaction.
+    pub async fn execute(&mut self) -> Result<Vec<CallReport>, RuntimeError> {
+        let planned = std::mem::take(&mut self.planned);
+        if planned.is_empty() {
+            return Ok(Vec::new());
+        }
+        let step = self.step;
+        let mut reports = Vec::new();
+        let mut new_records = Vec::new();
+        for call in planned {
+            let (report, records) = self.run_call(&call, step).await;
+            new_records.extend(records);
+            reports.push(report);
+        }
+        let message = Message {
+            id: format!("s{step}-tools"),
+            role: Role::Tool,
+            created_at: self.now(),
+            content: reports
+                .iter()
+                .map(|r| Part::ToolResult {
+                    call_id: r.call_id.clone(),
+                    is_error: r.is_error,
+                    text: r.text.clone(),
+                })
+                .collect(),
+        };
+        let mut batch = Batch::default();
+        batch.messages.push(stored_message(&message)?);
+        for (k, record) in new_records.iter_mut().enumerate() {
+            record.seq = (self.records.len() + k) as u64;
+            batch.attachments.push(stored_record(record, None)?);
+        }
+        batch.catalog = Some(to_json(&CatalogBlob {
+            catalog: Some(self.shared.catalog_mut().state()),
+            announced: self.announced.clone(),
+        })?);
+        batch.meta.push(("pending_calls".to_owned(), json!([])));
+        self.store_mut()
+            .commit(&batch)
+            .map_err(|e| err("cannot store the tool results")(&e))?;
+        self.history.push(Entry {
+            message,
+            withdrawn: false,
+        });
+        self.records.extend(new_records);
+        Ok(reports)
+    }
+
+    /// One whole step against a model: prepare, respond, commit, execute.
+    pub async fn step_with(&mut self, model: &dyn Model) -> Result<Vec<CallReport>, RuntimeError> {
+        let prepared = self.prepare()?;
+        match model.respond(&prepared.request).await {
+            Ok(response) => {
+                self.commit(prepared, response)?;
+                self.execute().await
+            }
+            Err(reason) => {
+                self.abandon_failed(prepared, &reason);
+                Err(RuntimeError::new(format!(
+                    "the model request failed: {reason}"
+                )))
+            }
+        }
+    }
+
+    async fn run_call(
+        &mut self,
+        call: &PlannedCall,
+        step: u64,
+    ) -> (CallReport, Vec<AttachmentRecord>) {
+        let failed = |text: String| CallReport {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            is_error: true,
+            text,
+            attachments: Vec::new(),
+            continuation: None,
+            missed_by_search: Vec::new(),
+        };
+        if let Some(error) = &call.malformed {
+            return (failed(error.clone()), Vec::new());
+        }
+        if self.shared.catalog_mut().is_removed(&call.name) {
+            return (
+                failed(format!(
+                    "the tool `{}` is no longer available: it was removed from the catalog (its server no longer offers it)",
+                    call.name
+                )),
+                Vec::new(),
+            );
+        }
+        let available = self
+            .shared
+            .catalog_mut()
+            .available()
+            .iter()
+            .any(|d| d.name == call.name);
+        let Some(tool) = self.tool(&call.name).cloned() else {
+            return (
+                failed(format!("there is no tool named `{}`", call.name)),
+                Vec::new(),
+            );
+        };
+        if !available {
+            return (
+                failed(format!(
+                    "the tool `{}` is not loaded yet: find it with search first; it becomes callable from the next step",
+                    call.name
+                )),
+                Vec::new(),
+            );
+        }
+        if let Some(message) = crate::guard::imprecise_number(&call.input).or_else(|| {
+            self.validators
+                .get(&call.name)
+                .and_then(|validator| validation_error(validator, &call.input))
+        }) {
+            return (
+                failed(format!("invalid input for `{}`: {message}", call.name)),
+                Vec::new(),
+            );
+        }
+        let context = ToolContext {
+            call_id: call.id.clone(),
+            step,
+            from_program: false,
+        };
+        // Every call has a deadline and a result cap (issue 13); a program has its own limits.
+        let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
+        let outcome = match call.name.as_str() {
+            "read" => {
+                let read = builtin::read_direct(&self.shared, &self.outlet, &call.input);
+                crate::guard::with_deadline("read", limits, read).await
+            }
+            "codemode" => self.run_codemode(&call.input, &context).await,
+            _ => match crate::guard::execute(
+                tool.clone(),
+                &call.name,
+                call.input.clone(),
+                &context,
+                limits,
+            )
+            .await
+            {
+                Ok(raw) => {
+                    let display = tool.to_model_output(&raw);
+                    self.emit(&call.name, display, Vec::new())
+                }
+                Err(e) => Err(e),
+            },
+        };
+        match outcome {
+            Ok(done) => {
+                let now = self.now();
+                let mut records = Vec::new();
+                let mut infos = Vec::new();
+                for (k, (media, lifetime)) in done.attachments.iter().enumerate() {
+                    infos.push(AttachmentInfo {
+                        url: media.url.clone(),
+                        media_type: media.media_type.clone(),
+                        bytes: media.bytes,
+                        lifetime: lifetime_name(*lifetime).to_owned(),
+                    });
+                    records.push(AttachmentRecord {
+                        id: format!("s{step}-{}-att-{}", call.id, k + 1),
+                        source: SourceLink::ToolResult {
+                            call_id: call.id.clone(),
+                        },
+                        url: media.url.clone(),
+                        media_type: media.media_type.clone(),
+                        bytes: media.bytes,
+                        dimensions: media.dimensions,
+                        lifetime: *lifetime,
+                        seq: 0,
+                        created_at: now.clone(),
+                    });
+                }
+                (
+                    CallReport {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        is_error: false,
+                        text: done.text,
+                        attachments: infos,
+                        continuation: done.continuation,
+                        missed_by_search: self.missed_by_search(&call.name),
+                    },
+                    records,
+                )
+            }
+            Err(e) => (failed(e.message().to_owned()), Vec::new()),
+        }
+    }
+
+    /// Earlier searches that did not return `tool`, when it is a deferred tool.
+    fn missed_by_search(&self, tool: &str) -> Vec<String> {
+        let deferred = self
+            .shared
+            .catalog_mut()
+            .get(tool)
+            .is_some_and(|d| !d.resident);
+        if deferred {
+            self.shared.searches_missing(tool)
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn emit(
+        &self,
+        tool: &str,
+        display: Display,
+        lifetimes: Vec<Lifetime>,
+    ) -> Result<builtin::Done, ToolError> {
+        let emitted: Emitted = self
+            .outlet
+            .emit(tool, display)
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        Ok(builtin::Done::from_emitted(emitted, &lifetimes))
+    }
+
+    async fn run_codemode(
+        &self,
+        input: &Value,
+        context: &ToolContext,
+    ) -> Result<builtin::Done, ToolError> {
+        let Some(sandbox) = &self.sandbox else {
+            return Err(ToolError::new("codemode is not enabled in this profile"));
+        };
+        let code = input
+            .get("code")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let callable = builtin::callable_tools(&self.shared, &self.tools, context);
+        // Date.now() in the program is the runtime's clock, so scenario runs stay deterministic.
+        let clock_ms = crate::clock::unix_millis(self.shared.clock.now());
+        let outcome = sandbox
+            .run_at(code, callable, clock_ms)
+            .await
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
+        let (display, lifetimes) = builtin::codemode_display(&self.shared, outcome, limits).await?;
+        self.emit("codemode", display, lifetimes)
+    }
+}

@@ -1,0 +1,260 @@
+//! Opening a runtime: the state directory, stores, resource center, built-in tools, catalog
+//! and the history restored from the store; calls interrupted by a crash are answered (SEC-4).
+
+use super::*;
+
+impl Runtime {
+    pub(super) fn open(b: RuntimeBuilder) -> Result<Self, RuntimeError> {
+        let dir = &b.state_dir;
+        let workspace_root = b
+            .workspace_root
+            .clone()
+            .unwrap_or_else(|| dir.join("workspace"));
+        let mut roots = vec![("the workspace root".to_owned(), workspace_root.clone())];
+        for (name, root) in &b.local_roots {
+            roots.push((format!("the local root `{name}`"), root.clone()));
+        }
+        state_dir::check_roots(dir, &roots)?;
+        std::fs::create_dir_all(dir).map_err(|e| err("cannot create the state directory")(&e))?;
+        let state_lock = state_dir::lock(dir)?;
+        let evidence = state_dir::conversation_evidence(dir)?;
+        let artifacts: Arc<dyn ArtifactStore> = match b.artifacts.clone() {
+            Some(store) => store,
+            None => Arc::new(
+                DiskArtifactStore::open(dir.join("artifacts")).map_err(|e| err("artifacts")(&e))?,
+            ),
+        };
+        let assets: Arc<dyn AssetStore> = match b.assets.clone() {
+            Some(store) => store,
+            None => {
+                Arc::new(DiskAssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?)
+            }
+        };
+        std::fs::create_dir_all(&workspace_root)
+            .map_err(|e| err("cannot create the workspace")(&e))?;
+        let workspace =
+            Arc::new(WorkspaceScheme::new(&workspace_root).map_err(|e| err("workspace")(&e))?);
+        let center = ResourceCenter::new();
+        center.register_file_scheme(workspace.clone());
+        center.register_file_scheme(Arc::new(ArtifactScheme(artifacts.clone())));
+        center.register_file_scheme(Arc::new(AssetScheme(assets.clone())));
+        if !b.local_roots.is_empty() {
+            center.register_file_scheme(Arc::new(LocalScheme::new(b.local_roots.clone())));
+        }
+        for scheme in &b.file_schemes {
+            center.register_file_scheme(scheme.clone());
+        }
+        for handler in &b.schemes {
+            center.register(handler.clone());
+        }
+
+        let assembly = b.assembly;
+        let codemode_on = assembly.profile.codemode.enable;
+        let toolsearch_on = assembly.profile.toolsearch.enable;
+        let parts = builtin::SharedParts {
+            center: center.clone(),
+            artifacts: artifacts.clone(),
+            assets,
+            workspace,
+            platform: b.platform,
+            vision: b.vision,
+            vision_target: assembly.vision.as_ref().map(|v| v.name.clone()),
+            image_input: assembly.image_input,
+            clock: b.clock,
+        };
+        let shared = Arc::new(Shared::new(parts, Catalog::new(toolsearch_on), assembly));
+
+        // Built-ins first, resident: read, search, codemode, send_message, finish, wait.
+        let mut tools: Vec<Arc<dyn Tool>> =
+            vec![Arc::new(builtin::ReadTool::new(shared.clone(), false))];
+        if toolsearch_on {
+            tools.push(Arc::new(builtin::SearchTool::new(shared.clone())));
+        }
+        let codemode_index = codemode_on.then_some(tools.len());
+        tools.push(Arc::new(builtin::SendMessageTool::new(shared.clone())));
+        tools.push(Arc::new(builtin::ControlTool::finish()));
+        tools.push(Arc::new(builtin::ControlTool::wait()));
+        tools.extend(b.tools);
+        if let Some(index) = codemode_index {
+            // The codemode description lists the signatures of the resident callable tools; it
+            // is fixed at start so the prefix stays stable; later tools come with deltas.
+            let resident: Vec<ToolDef> = tools
+                .iter()
+                .map(|t| t.definition())
+                .filter(|d| {
+                    (d.resident || !toolsearch_on) && builtin::callable_from_program(&d.name)
+                })
+                .collect();
+            tools.insert(index, Arc::new(builtin::CodemodeTool::new(&resident)));
+        }
+        let mut validators = HashMap::new();
+        let mut seen = BTreeSet::new();
+        for tool in &tools {
+            let def = tool.definition();
+            if !seen.insert(def.name.clone()) {
+                return Err(RuntimeError::new(format!(
+                    "two tools are named `{}`",
+                    def.name
+                )));
+            }
+            let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
+                RuntimeError::new(format!(
+                    "tool `{}` has an invalid input schema: {e}",
+                    def.name
+                ))
+            })?;
+            validators.insert(def.name.clone(), Arc::new(validator));
+            shared.catalog_mut().add(def);
+        }
+
+        let store: Box<dyn HistoryStore> = match b.store {
+            Some(store) => store,
+            None => Box::new(state_dir::open_history(dir, b.durability, evidence)?),
+        };
+        let stored = store.load().map_err(|e| match e.kind() {
+            StoreErrorKind::Corrupt => decode::damaged_store(&e),
+            _ => err("cannot load the history store")(&e),
+        })?;
+
+        let mut history = Vec::new();
+        for (m, withdrawn) in stored.messages {
+            let row = format!("id `{}`", m.id);
+            let mut json = m.json;
+            // The provider's usage is stored beside the assistant message it paid for (see
+            // `commit`); it is no field of `Message`, but it is decoded as strictly.
+            if let Value::Object(record) = &mut json
+                && let Some(usage) = record.remove("usage")
+            {
+                let _: crate::message::Usage = decode::strict("messages", &row, usage)?;
+            }
+            let message: Message = decode::strict("messages", &row, json)?;
+            if message.id != m.id {
+                return Err(decode::damaged(
+                    "messages",
+                    &row,
+                    format!("the record's id is `{}`", message.id),
+                ));
+            }
+            history.push(Entry { message, withdrawn });
+        }
+        let mut records = Vec::new();
+        let mut not_downloaded = BTreeMap::new();
+        for a in stored.attachments {
+            let row = format!("id `{}`", a.id);
+            let stored: StoredRecord = decode::strict("attachments", &row, a.json)?;
+            if stored.record.id != a.id {
+                return Err(decode::damaged(
+                    "attachments",
+                    &row,
+                    format!("the record's id is `{}`", stored.record.id),
+                ));
+            }
+            if let Some(reason) = stored.not_downloaded {
+                not_downloaded.insert(stored.record.id.clone(), reason);
+            }
+            records.push(stored.record);
+        }
+        let delivery: DeliveryState = match stored.delivery {
+            Some(v) => decode::strict("state", "key `delivery`", v)?,
+            None => DeliveryState::default(),
+        };
+        let blob: CatalogBlob = match stored.catalog {
+            Some(v) => decode::strict("state", "key `catalog`", v)?,
+            None => CatalogBlob::default(),
+        };
+        if let Some(state) = &blob.catalog {
+            shared.catalog_mut().restore(state);
+        }
+        let announced = if stored.meta.contains_key("step") {
+            blob.announced
+        } else {
+            // A new session: what the first request lists needs no announcement.
+            tools
+                .iter()
+                .map(|t| t.definition())
+                .filter(|d| d.resident || !shared.assembly.profile.toolsearch.enable)
+                .map(|d| d.name)
+                .collect()
+        };
+        let step: u64 = match stored.meta.get("step") {
+            Some(v) => decode::strict("meta", "key `step`", v.clone())?,
+            None => 0,
+        };
+        let interrupted: Vec<PlannedCall> = match stored.meta.get("pending_calls") {
+            Some(v) => decode::strict("meta", "key `pending_calls`", v.clone())?,
+            None => Vec::new(),
+        };
+
+        let sandbox = if !shared.assembly.profile.codemode.enable {
+            None
+        } else if let Some(sandbox) = b.sandbox {
+            Some(sandbox)
+        } else {
+            let mut config = SandboxConfig {
+                worker: b.worker,
+                ..SandboxConfig::default()
+            };
+            if let Some(limits) = b.codemode_limits {
+                config.limits = limits;
+            }
+            Some(Sandbox::new(config))
+        };
+
+        let mut runtime = Self {
+            shared,
+            outlet: Outlet::new(artifacts).with_budget(b.budget),
+            tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
+            validators,
+            sandbox,
+            store: Mutex::new(store),
+            history,
+            records,
+            not_downloaded,
+            rejected: BTreeMap::new(),
+            delivery,
+            announced,
+            step,
+            planned: Vec::new(),
+            media_cache: Mutex::new(HashMap::new()),
+            _state_lock: state_lock,
+        };
+        runtime.answer_interrupted(interrupted)?;
+        Ok(runtime)
+    }
+
+    /// A crash between committing a response and committing its results leaves calls without
+    /// results: they are answered with an error the model can act on, so history stays
+    /// well-formed and nothing runs twice behind the model's back (SEC-4).
+    fn answer_interrupted(&mut self, calls: Vec<PlannedCall>) -> Result<(), RuntimeError> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let message = Message {
+            id: format!("s{}-tools", self.step),
+            role: Role::Tool,
+            created_at: self.now(),
+            content: calls
+                .iter()
+                .map(|c| Part::ToolResult {
+                    call_id: c.id.clone(),
+                    is_error: true,
+                    text: format!(
+                        "the call to `{}` was interrupted (the runtime stopped before its result was saved); it may or may not have taken effect: check, then call it again if needed",
+                        c.name
+                    ),
+                })
+                .collect(),
+        };
+        let mut batch = Batch::default();
+        batch.messages.push(stored_message(&message)?);
+        batch.meta.push(("pending_calls".to_owned(), json!([])));
+        self.store_mut()
+            .commit(&batch)
+            .map_err(|e| err("cannot store the interrupted results")(&e))?;
+        self.history.push(Entry {
+            message,
+            withdrawn: false,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,460 @@
+//! Preparing a request: inbound messages and their images (PRJ-2), withdrawals, asset
+//! cleanup, and the projection of history into the next request (PRJ-*).
+
+use super::*;
+
+impl Runtime {
+    /// Registers an inbound platform message (PRJ-2): its images become `asset://<UUID v7>`
+    /// resources (when within `assets.autoDownloadMaxBytes`, RES-9) and attachment records of
+    /// lifetime `once` (unless `messageImageInput` is off).
+    pub fn add_user_message(
+        &mut self,
+        id: &str,
+        text: &str,
+        images: &[Vec<u8>],
+    ) -> Result<Vec<InboundImage>, RuntimeError> {
+        if self.history.iter().any(|e| e.message.id == id) {
+            return Err(RuntimeError::new(format!(
+                "message id `{id}` is already used"
+            )));
+        }
+        let limit = self.shared.assembly.profile.assets.auto_download_max_bytes;
+        let message_images = self.shared.assembly.profile.attachment.message_image_input;
+        let now = self.shared.clock.now();
+        let created_at = rfc3339(now);
+        let mut body = text.to_owned();
+        let mut inbound = Vec::new();
+        let mut records = Vec::new();
+        for (k, bytes) in images.iter().enumerate() {
+            let info = ishiki_resources::sniff(bytes);
+            let size = bytes.len() as u64;
+            let record_id = format!("{id}-image-{}", k + 1);
+            if limit == 0 || size > limit {
+                let reason = if limit == 0 {
+                    "inbound downloads are off (assets.autoDownloadMaxBytes is 0)".to_owned()
+                } else {
+                    format!("it is {size} bytes, over assets.autoDownloadMaxBytes ({limit} bytes)")
+                };
+                let url = format!("inbound:{id}/{}", k + 1);
+                body.push_str(&format!(
+                    "\n[attachment not downloaded: image {} of this message; {}; {size} bytes: {reason}]",
+                    k + 1,
+                    info.media_type
+                ));
+                self.not_downloaded
+                    .insert(record_id.clone(), reason.clone());
+                inbound.push(InboundImage {
+                    url: url.clone(),
+                    media_type: info.media_type.clone(),
+                    bytes: size,
+                });
+                records.push((
+                    AttachmentRecord {
+                        id: record_id,
+                        source: SourceLink::Message {
+                            message_id: id.to_owned(),
+                        },
+                        url,
+                        media_type: info.media_type,
+                        bytes: size,
+                        dimensions: info.dimensions,
+                        lifetime: Lifetime::Once,
+                        seq: 0,
+                        created_at: created_at.clone(),
+                    },
+                    Some(reason),
+                ));
+                continue;
+            }
+            // A replayed clock (a scenario run again on its own state) repeats ids: skip taken
+            // ones rather than refuse the message.
+            let mut uuid = self.shared.clock.new_uuid_v7();
+            for _ in 0..10_000 {
+                if self.shared.assets.meta(&uuid.to_string()).is_err() {
+                    break;
+                }
+                uuid = self.shared.clock.new_uuid_v7();
+            }
+            let meta = self
+                .shared
+                .assets
+                .put_with_id(uuid, bytes, now)
+                .map_err(|e| err("cannot store an inbound image")(&e))?;
+            body.push_str(&format!(
+                "\n{}",
+                ishiki_outlet::marker(&ishiki_outlet::MediaRef {
+                    url: meta.url.clone(),
+                    media_type: meta.media_type.clone(),
+                    bytes: size,
+                    dimensions: meta.dimensions,
+                })
+            ));
+            inbound.push(InboundImage {
+                url: meta.url.clone(),
+                media_type: meta.media_type.clone(),
+                bytes: size,
+            });
+            if message_images {
+                records.push((
+                    AttachmentRecord {
+                        id: record_id,
+                        source: SourceLink::Message {
+                            message_id: id.to_owned(),
+                        },
+                        url: meta.url,
+                        media_type: meta.media_type,
+                        bytes: size,
+                        dimensions: meta.dimensions,
+                        lifetime: Lifetime::Once,
+                        seq: 0,
+                        created_at: created_at.clone(),
+                    },
+                    None,
+                ));
+            }
+        }
+        let message = Message {
+            id: id.to_owned(),
+            role: Role::User,
+            created_at,
+            content: vec![Part::Text { text: body }],
+        };
+        let mut batch = Batch::default();
+        batch.messages.push(stored_message(&message)?);
+        let mut new_records = Vec::new();
+        for (mut record, not_downloaded) in records {
+            record.seq = (self.records.len() + new_records.len()) as u64;
+            batch
+                .attachments
+                .push(stored_record(&record, not_downloaded)?);
+            new_records.push(record);
+        }
+        self.store_mut()
+            .commit(&batch)
+            .map_err(|e| err("cannot store the message")(&e))?;
+        self.history.push(Entry {
+            message,
+            withdrawn: false,
+        });
+        self.records.extend(new_records);
+        Ok(inbound)
+    }
+
+    /// Whether a message with this id is in the history (ids must be unique).
+    pub fn has_message(&self, id: &str) -> bool {
+        self.history.iter().any(|e| e.message.id == id)
+    }
+
+    /// Withdraws a platform message: it and its attachments leave the context (PRJ-7, PRJ-11).
+    pub fn withdraw(&mut self, id: &str) -> Result<(), RuntimeError> {
+        let Some(entry) = self.history.iter_mut().find(|e| e.message.id == id) else {
+            return Err(RuntimeError::new(format!("no message `{id}` to withdraw")));
+        };
+        let batch = Batch {
+            withdrawn: vec![id.to_owned()],
+            ..Batch::default()
+        };
+        self.store
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .commit(&batch)
+            .map_err(|e| err("cannot store the withdrawal")(&e))?;
+        entry.withdrawn = true;
+        Ok(())
+    }
+
+    /// Runs one asset-cleanup pass (RES-9); returns the deleted asset URLs.
+    pub fn cleanup_assets(&self) -> Result<Vec<String>, RuntimeError> {
+        let days = u64::from(self.shared.assembly.profile.assets.cleanup.retention_days);
+        self.shared
+            .assets
+            .cleanup(
+                self.shared.clock.now(),
+                Duration::from_secs(days.saturating_mul(86_400)),
+            )
+            .map_err(|e| err("asset cleanup failed")(&e))
+    }
+
+    fn active_sources(&self) -> (BTreeSet<String>, BTreeSet<String>) {
+        let mut messages = BTreeSet::new();
+        let mut calls = BTreeSet::new();
+        for entry in self.history.iter().filter(|e| !e.withdrawn) {
+            match entry.message.role {
+                Role::User => {
+                    messages.insert(entry.message.id.clone());
+                }
+                Role::Tool => {
+                    for part in &entry.message.content {
+                        if let Part::ToolResult { call_id, .. } = part {
+                            calls.insert(call_id.clone());
+                        }
+                    }
+                }
+                Role::System | Role::Assistant => {}
+            }
+        }
+        (messages, calls)
+    }
+
+    /// Reads a persisted media resource once and remembers what it found: the URLs are
+    /// immutable, so neither availability nor a decode check changes. Images that fit the
+    /// dimension limit are decoded once, so a valid header with garbage behind it is caught.
+    fn media_info(&self, url: &str, image_check: Option<u32>) -> Result<Option<String>, String> {
+        let mut cache = self
+            .media_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(hit) = cache.get(url) {
+            return hit.clone();
+        }
+        let result = self.load_media(url).map(|bytes| {
+            image_check.and_then(|max| ishiki_resources::check_image(&bytes, max).err())
+        });
+        cache.insert(url.to_owned(), result.clone());
+        result
+    }
+
+    fn load_media(&self, url: &str) -> Result<Vec<u8>, String> {
+        if url.starts_with("artifact:") {
+            self.shared.artifacts.get(url).map_err(|e| e.to_string())
+        } else if url.starts_with("asset:") {
+            self.shared.assets.get(url).map_err(|e| e.to_string())
+        } else {
+            Err(format!("`{url}` is not a persisted resource"))
+        }
+    }
+
+    fn verdict(&self, record: &AttachmentRecord) -> Verdict {
+        if let Some(reason) = self.not_downloaded.get(&record.id) {
+            return Verdict::NotDownloaded {
+                reason: reason.clone(),
+            };
+        }
+        if let Some(reason) = self.rejected.get(&record.id) {
+            return Verdict::Rejected {
+                reason: reason.clone(),
+            };
+        }
+        if record.media_type.starts_with("image/") {
+            if !matches!(
+                record.media_type.as_str(),
+                "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+            ) {
+                return Verdict::Unsupported {
+                    reason: format!("{} images are not supported", record.media_type),
+                };
+            }
+            if record.dimensions.is_none() {
+                return Verdict::Unsupported {
+                    reason: "the image is broken: its header cannot be read".to_owned(),
+                };
+            }
+        } else if !record.media_type.starts_with("audio/") {
+            return Verdict::Unsupported {
+                reason: format!("{} cannot be shown to the model", record.media_type),
+            };
+        }
+        let fits = record.dimensions.is_some_and(|(w, h)| {
+            let max = self.shared.assembly.profile.attachment.max_image_dimension;
+            w <= max && h <= max
+        });
+        let check = (record.media_type.starts_with("image/") && fits)
+            .then_some(self.shared.assembly.profile.attachment.max_image_dimension);
+        match self.media_info(&record.url, check) {
+            Ok(None) => Verdict::Available,
+            Ok(Some(broken)) => Verdict::Unsupported { reason: broken },
+            Err(reason) => Verdict::Unavailable { reason },
+        }
+    }
+
+    /// Projects the next request (PRJ-3): history, attachment messages after their sources,
+    /// and the catalog delta at the end (TS-3). Nothing is committed until
+    /// [`Runtime::commit`]. Fails while the last committed response's calls wait for
+    /// [`Runtime::execute`].
+    pub fn prepare(&mut self) -> Result<Prepared, RuntimeError> {
+        // A request with calls that have no results is malformed, and committing another
+        // response would drop the waiting calls for good.
+        if !self.planned.is_empty() {
+            return Err(RuntimeError::new(format!(
+                "the calls of step {} have not run yet: call execute before preparing the next request",
+                self.step
+            )));
+        }
+        let step = self.step + 1;
+        let step_catalog = self.shared.catalog_mut().begin_step();
+        let tools: Vec<ToolSpec> = step_catalog
+            .tools
+            .iter()
+            .map(|d| ToolSpec {
+                name: d.name.clone(),
+                description: d.description.clone(),
+                input_schema: d.input_schema.clone(),
+            })
+            .collect();
+        let announced_set: BTreeSet<&String> = self.announced.iter().collect();
+        // Removed tools keep their place in the list (the prefix stays) but are not announced
+        // as added; those the model was told about are announced as gone, once (TS-5).
+        let gone: BTreeSet<String> = {
+            let catalog = self.shared.catalog_mut();
+            step_catalog
+                .tools
+                .iter()
+                .filter(|d| catalog.is_removed(&d.name))
+                .map(|d| d.name.clone())
+                .collect()
+        };
+        let added: Vec<&ToolDef> = step_catalog
+            .tools
+            .iter()
+            .filter(|d| !announced_set.contains(&d.name) && !gone.contains(&d.name))
+            .collect();
+        let removed: Vec<String> = step_catalog
+            .removed
+            .iter()
+            .filter(|n| announced_set.contains(n) && gone.contains(*n))
+            .cloned()
+            .collect();
+        let with_signatures = self.sandbox.is_some();
+        let delta = (!added.is_empty() || !removed.is_empty()).then(|| {
+            let mut content = Vec::new();
+            if !added.is_empty() {
+                content.push(Part::Text {
+                    text: ishiki_toolsearch::delta_text(
+                        &added.iter().map(|d| (*d).clone()).collect::<Vec<_>>(),
+                        with_signatures,
+                    ),
+                });
+                content.push(Part::CatalogDelta {
+                    added: added
+                        .iter()
+                        .map(|d| DeltaEntry {
+                            name: d.name.clone(),
+                            description: d.description.clone(),
+                            input_schema: d.input_schema.clone(),
+                            signature: with_signatures.then(|| ishiki_toolsearch::signature(d)),
+                        })
+                        .collect(),
+                });
+            }
+            if !removed.is_empty() {
+                content.push(Part::Text {
+                    text: ishiki_toolsearch::removed_text(&removed),
+                });
+            }
+            Message {
+                id: format!("s{step}-catalog"),
+                role: Role::System,
+                created_at: self.now(),
+                content,
+            }
+        });
+        let mut announced = self.announced.clone();
+        announced.extend(added.iter().map(|d| d.name.clone()));
+        announced.retain(|n| !removed.contains(n));
+
+        let (active_messages, active_calls) = self.active_sources();
+        let active = |link: &SourceLink| match link {
+            SourceLink::Message { message_id } => active_messages.contains(message_id),
+            SourceLink::ToolResult { call_id } => active_calls.contains(call_id),
+        };
+        let verdicts: HashMap<String, Verdict> = self
+            .records
+            .iter()
+            .filter(|r| active(&r.source))
+            .map(|r| (r.id.clone(), self.verdict(r)))
+            .collect();
+        let verdict = |r: &AttachmentRecord| {
+            verdicts
+                .get(&r.id)
+                .cloned()
+                .unwrap_or(Verdict::Unavailable {
+                    reason: "its source is no longer in the conversation".to_owned(),
+                })
+        };
+        let config = self.attachment_config();
+        let projection = ishiki_projection::project(&ProjectionInput {
+            records: &self.records,
+            active: &active,
+            verdict: &verdict,
+            state: &self.delivery,
+            config: &config,
+            image_input: self.shared.assembly.image_input,
+            audio_input: self.shared.assembly.audio_input,
+        });
+
+        let mut by_source: HashMap<String, Vec<Message>> = HashMap::new();
+        for m in projection.messages {
+            let key = source_key(&m.after);
+            let mut content = Vec::new();
+            for c in m.content {
+                match c {
+                    AttachmentContent::Text(text) => content.push(Part::Text { text }),
+                    AttachmentContent::Media {
+                        url, media_type, ..
+                    } => content.push(self.media_part(&url, &media_type)),
+                }
+            }
+            by_source.entry(key).or_default().push(Message {
+                id: m.id,
+                role: Role::User,
+                created_at: m.created_at,
+                content,
+            });
+        }
+        let mut messages = Vec::new();
+        for entry in self.history.iter().filter(|e| !e.withdrawn) {
+            messages.push(entry.message.clone());
+            let keys: Vec<String> = match entry.message.role {
+                Role::User => vec![format!("m:{}", entry.message.id)],
+                Role::Tool => entry
+                    .message
+                    .content
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::ToolResult { call_id, .. } => Some(format!("c:{call_id}")),
+                        _ => None,
+                    })
+                    .collect(),
+                Role::System | Role::Assistant => Vec::new(),
+            };
+            for key in keys {
+                if let Some(attached) = by_source.remove(&key) {
+                    messages.extend(attached);
+                }
+            }
+        }
+        if let Some(delta) = &delta {
+            messages.push(delta.clone());
+        }
+        Ok(Prepared {
+            step,
+            request: Request { tools, messages },
+            pending: projection.pending,
+            delta,
+            announced,
+        })
+    }
+
+    fn media_part(&self, url: &str, media_type: &str) -> Part {
+        match self.load_media(url) {
+            Ok(bytes) => {
+                use base64::Engine as _;
+                let part = MediaPart {
+                    media_type: media_type.to_owned(),
+                    url: url.to_owned(),
+                    bytes: bytes.len() as u64,
+                    sha256: sha256_hex(&bytes),
+                    data: Some(base64::engine::general_purpose::STANDARD.encode(&bytes)),
+                };
+                if media_type.starts_with("audio/") {
+                    Part::Audio(part)
+                } else {
+                    Part::Image(part)
+                }
+            }
+            Err(reason) => Part::Text {
+                text: format!("[attachment {url} could not be read: {reason}]"),
+            },
+        }
+    }
+}
