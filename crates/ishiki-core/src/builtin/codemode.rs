@@ -1,0 +1,269 @@
+//! `codemode` (CM-*): the tool that runs programs, the tools a program may call, and the
+//! display of a program's outcome with its declared attachments.
+
+use super::*;
+
+/// `codemode({ code })`: runs a program in the sandbox (CM-1).
+#[derive(Debug)]
+pub(crate) struct CodemodeTool {
+    description: String,
+}
+
+impl CodemodeTool {
+    /// The description lists the signatures of the tools a program can call now; tools found
+    /// later are announced with their signatures by catalog deltas (TS-4).
+    pub(crate) fn new(callable: &[ToolDef]) -> Self {
+        let mut description = String::from(
+            "Run a JavaScript program (the body of an async function: top-level await and return work). \
+Call tools as `await tools.name(input)`; they return raw results (read gives { type: \"text\", text } or { type: \"file\", url, mediaType, data /* base64 */ }). \
+Only the final return value reaches you; intermediate data stays in the program. Each call starts fresh. \
+To show media, return { ..., attachments: [item, ...] } where an item is an MCP image/audio block, a read file node, an embedded resource or { type: \"resource_link\", uri }, optionally with lifetime: \"once\" | \"recent\" | \"retain\".\n\nCallable tools:\n",
+        );
+        for def in callable {
+            let mut def = def.clone();
+            if def.name == "read" {
+                def.input_schema = read_schema(false);
+                def.output_schema = Some(read_output_schema());
+            }
+            description.push_str(&ishiki_toolsearch::signature(&def));
+            description.push('\n');
+        }
+        Self {
+            description: description.trim_end().to_owned(),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for CodemodeTool {
+    fn definition(&self) -> ToolDef {
+        builtin_def(
+            "codemode",
+            &self.description,
+            json!({
+                "type": "object",
+                "properties": { "code": { "type": "string", "description": "The program" } },
+                "required": ["code"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    async fn execute(&self, _input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        // The runtime runs programs itself (it owns the sandbox and the callable set); a program
+        // cannot start another program (CM-4 keeps `codemode` out of `tools`).
+        Err(ToolError::new(
+            "codemode cannot be called from inside a codemode program",
+        ))
+    }
+}
+
+/// A tool as a program sees it: execute only, with `context.from_program` set (CM-2).
+#[derive(Debug)]
+struct ProgramTool {
+    tool: Arc<dyn Tool>,
+    name: String,
+    input_schema: Value,
+    output_schema: Option<Value>,
+    context: ToolContext,
+    limits: CallLimits,
+}
+
+#[async_trait]
+impl CallableTool for ProgramTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
+    }
+
+    async fn call(&self, input: Value) -> Result<Value, ToolFailure> {
+        crate::guard::execute(
+            self.tool.clone(),
+            &self.name,
+            input,
+            &self.context,
+            self.limits,
+        )
+        .await
+        .map_err(|e| ToolFailure::new(e.message()))
+    }
+}
+
+/// The tools callable from a program now: the available catalog minus `codemode`, `finish`,
+/// `wait`; `read` without `lifetime` (READ-2).
+pub(crate) fn callable_tools(
+    shared: &Arc<Shared>,
+    tools: &[(ToolDef, Arc<dyn Tool>)],
+    context: &ToolContext,
+) -> Vec<Arc<dyn CallableTool>> {
+    let available: Vec<String> = shared
+        .catalog_mut()
+        .available()
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    let limits = CallLimits::from_profile(&shared.assembly.profile.tools);
+    let mut out: Vec<Arc<dyn CallableTool>> = Vec::new();
+    for name in available {
+        if !callable_from_program(&name) {
+            continue;
+        }
+        let Some((def, tool)) = tools.iter().find(|(d, _)| d.name == name) else {
+            continue;
+        };
+        let (tool, input_schema): (Arc<dyn Tool>, Value) = if name == "read" {
+            (
+                Arc::new(ReadTool::new(shared.clone(), true)),
+                read_schema(false),
+            )
+        } else {
+            (tool.clone(), def.input_schema.clone())
+        };
+        let output_schema = if name == "read" {
+            Some(read_output_schema())
+        } else {
+            def.output_schema.clone()
+        };
+        out.push(Arc::new(ProgramTool {
+            tool,
+            name,
+            input_schema,
+            output_schema,
+            context: ToolContext {
+                from_program: true,
+                ..context.clone()
+            },
+            limits,
+        }));
+    }
+    out
+}
+
+fn lifetime_of(l: ishiki_codemode::Lifetime) -> Lifetime {
+    match l {
+        ishiki_codemode::Lifetime::Once => Lifetime::Once,
+        ishiki_codemode::Lifetime::Recent => Lifetime::Recent,
+        ishiki_codemode::Lifetime::Retain => Lifetime::Retain,
+    }
+}
+
+/// The most attachments one program result may declare (issue 13): more is an error, before
+/// anything is read.
+pub(crate) const MAX_ATTACHMENTS_PER_RESULT: usize = 32;
+
+/// The display of a program's outcome: the returned value as JSON, captured console output,
+/// then the declared attachments (CM-5..CM-7). Media returned by tools inside the program is
+/// not looked at (CM-6).
+///
+/// Attachments are bounded like the program: at most [`MAX_ATTACHMENTS_PER_RESULT`], each
+/// distinct URL read once, all reads under one deadline (`tools.timeoutMs`), and their bytes
+/// together at most `tools.maxResultBytes`.
+pub(crate) async fn codemode_display(
+    shared: &Shared,
+    outcome: Outcome,
+    limits: CallLimits,
+) -> Result<(Display, Vec<Lifetime>), ToolError> {
+    let declared = outcome.attachments.len();
+    if declared > MAX_ATTACHMENTS_PER_RESULT {
+        return Err(ToolError::new(format!(
+            "the program returned {declared} attachments, over the limit of {MAX_ATTACHMENTS_PER_RESULT} per result: return at most {MAX_ATTACHMENTS_PER_RESULT}"
+        )));
+    }
+    let mut text = match &outcome.value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    if !outcome.console.is_empty() {
+        text.push_str("\n[console]\n");
+        text.push_str(&outcome.console.join("\n"));
+    }
+    // Each distinct URL is read once, all under one deadline.
+    let mut urls: Vec<&str> = outcome
+        .attachments
+        .iter()
+        .filter_map(|item| match &item.content {
+            CmContent::Reference { url, .. } => Some(url.as_str()),
+            _ => None,
+        })
+        .collect();
+    urls.sort_unstable();
+    urls.dedup();
+    let resolved = crate::guard::with_deadline("codemode", limits, async {
+        let mut resolved = HashMap::new();
+        for url in urls {
+            resolved.insert(url.to_owned(), shared.center.read(url).await);
+        }
+        Ok(resolved)
+    })
+    .await
+    .map_err(|_| {
+        ToolError::new(format!(
+            "reading the program's attachments took longer than {} ms (tools.timeoutMs): attach fewer or smaller files",
+            limits.timeout.as_millis()
+        ))
+    })?;
+    let mut total: u64 = 0;
+    let mut add_bytes = |n: usize| -> Result<(), ToolError> {
+        total = total.saturating_add(n as u64);
+        if total > limits.max_result_bytes {
+            return Err(ToolError::new(format!(
+                "the program's attachments are larger than {} bytes together (tools.maxResultBytes): attach fewer or smaller files",
+                limits.max_result_bytes
+            )));
+        }
+        Ok(())
+    };
+    let mut parts = vec![DisplayPart::Text(text)];
+    let mut lifetimes = Vec::new();
+    for item in outcome.attachments {
+        match item.content {
+            CmContent::Bytes {
+                media_type, data, ..
+            } => {
+                add_bytes(data.len())?;
+                parts.push(DisplayPart::Text("\n".to_owned()));
+                parts.push(DisplayPart::Media(Media {
+                    media_type,
+                    data,
+                    url: None,
+                }));
+                lifetimes.push(lifetime_of(item.lifetime));
+            }
+            CmContent::Text { uri, text, .. } => {
+                add_bytes(text.len())?;
+                parts.push(DisplayPart::Text(format!("\n[resource: {uri}]\n{text}")));
+            }
+            CmContent::Reference { url, .. } => match resolved.get(&url) {
+                Some(Ok(ReadResult::File {
+                    media_type, data, ..
+                })) => {
+                    add_bytes(data.len())?;
+                    parts.push(DisplayPart::Text("\n".to_owned()));
+                    parts.push(DisplayPart::Media(Media {
+                        media_type: media_type.clone(),
+                        data: data.clone(),
+                        url: Some(url),
+                    }));
+                    lifetimes.push(lifetime_of(item.lifetime));
+                }
+                Some(Ok(ReadResult::Text { .. })) => parts.push(DisplayPart::Text(format!(
+                    "\n[attachment {url} is text, not media: read it instead]"
+                ))),
+                Some(Err(e)) => parts.push(DisplayPart::Text(format!(
+                    "\n[attachment {url} could not be resolved: {e}]"
+                ))),
+                None => parts.push(DisplayPart::Text(format!(
+                    "\n[attachment {url} could not be resolved]"
+                ))),
+            },
+        }
+    }
+    Ok((Display { parts }, lifetimes))
+}

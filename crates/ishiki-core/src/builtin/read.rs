@@ -1,0 +1,265 @@
+//! `read` (READ-*, VIS-*): raw results for programs; pages, attachments and vision answers
+//! for direct calls.
+
+use super::*;
+
+/// `read({ url, lifetime? })`: raw result for programs, pages and attachments for direct calls.
+#[derive(Debug)]
+pub(crate) struct ReadTool {
+    shared: Arc<Shared>,
+    for_program: bool,
+}
+
+impl ReadTool {
+    pub(crate) fn new(shared: Arc<Shared>, for_program: bool) -> Self {
+        Self {
+            shared,
+            for_program,
+        }
+    }
+}
+
+/// The raw `read` result as programs see it (RES-7).
+pub(crate) fn read_output_schema() -> Value {
+    json!({
+        "oneOf": [
+            {
+                "type": "object",
+                "description": "Text: the full text of the requested range",
+                "properties": {
+                    "type": { "const": "text" },
+                    "text": { "type": "string" },
+                    "source": { "type": "object", "description": "Where the text came from (file schemes)" }
+                },
+                "required": ["type", "text"]
+            },
+            {
+                "type": "object",
+                "description": "Media or binary content",
+                "properties": {
+                    "type": { "const": "file" },
+                    "url": { "type": "string" },
+                    "mediaType": { "type": "string" },
+                    "data": { "type": "string", "description": "The bytes, base64" }
+                },
+                "required": ["type", "url", "mediaType", "data"]
+            }
+        ]
+    })
+}
+
+/// The `read` input schema: `lifetime` only for direct calls with image input on (READ-2).
+pub(crate) fn read_schema(offer_lifetime: bool) -> Value {
+    let mut properties = json!({
+        "url": {
+            "type": "string",
+            "description": "Resource URL: workspace:///path, local:///path, artifact://tool/name, asset://<id>. File URLs take ?offset=N (bytes), ?lines=A-B and ?view=numbered. On an image, ?question=... asks the vision model about it."
+        }
+    });
+    if offer_lifetime {
+        properties["lifetime"] = json!({
+            "type": "string",
+            "enum": ["once", "recent", "retain"],
+            "description": "How long an image read stays visible: once (default, the next request only), recent (kept among the latest images), retain (while this result stays in context)."
+        });
+    }
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": ["url"],
+        "additionalProperties": false
+    })
+}
+
+#[async_trait]
+impl Tool for ReadTool {
+    fn definition(&self) -> ToolDef {
+        builtin_def(
+            "read",
+            "Read a resource by URL: text comes back in pages (follow the [Continue …] line for more), images and audio as attachments.",
+            read_schema(self.shared.image_input && !self.for_program),
+        )
+    }
+
+    async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        let url = string_field(&input, "url");
+        if let Some((rest, question)) = split_question(url)? {
+            let answer = ask_vision(&self.shared, &rest, &question).await?;
+            return Ok(json!({ "type": "text", "text": answer }));
+        }
+        let result = self.shared.center.read(url).await?;
+        serde_json::to_value(result)
+            .map_err(|e| ToolError::new(format!("cannot encode the read result: {e}")))
+    }
+}
+
+/// Splits `?question=` off a URL (VIS-1): only `read` interprets it; other parameters stay.
+fn split_question(url: &str) -> Result<Option<(String, String)>, ToolError> {
+    if !url.contains("question=") {
+        return Ok(None);
+    }
+    let mut parsed = ishiki_resources::parse_url(url)?;
+    let mut question = None;
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter_map(|(k, v)| {
+            if k == "question" {
+                question = Some(v.into_owned());
+                None
+            } else {
+                Some((k.into_owned(), v.into_owned()))
+            }
+        })
+        .collect();
+    let Some(question) = question else {
+        return Ok(None);
+    };
+    if kept.is_empty() {
+        parsed.set_query(None);
+    } else {
+        parsed.query_pairs_mut().clear().extend_pairs(kept);
+    }
+    Ok(Some((parsed.to_string(), question)))
+}
+
+/// VIS-1..VIS-3: the side model answers; never a fallback to the main model's image input.
+async fn ask_vision(shared: &Shared, url: &str, question: &str) -> Result<String, ToolError> {
+    if question.trim().is_empty() {
+        return Err(ToolError::new(format!(
+            "the question for {url} is empty: write what you want to know after ?question="
+        )));
+    }
+    let (Some(vision), Some(target)) = (&shared.vision, &shared.vision_target) else {
+        return Err(ToolError::new(
+            "no vision model is configured (attachment.visionModel), so ?question= cannot be answered",
+        ));
+    };
+    let result = shared.center.read(url).await?;
+    let ReadResult::File {
+        media_type, data, ..
+    } = result
+    else {
+        return Err(ToolError::new(format!(
+            "{url} is text, not an image: ?question= works on images only"
+        )));
+    };
+    if !media_type.starts_with("image/") {
+        return Err(ToolError::new(format!(
+            "{url} is {media_type}, not an image: ?question= works on images only"
+        )));
+    }
+    vision
+        .ask(target, &media_type, &data, question)
+        .await
+        .map_err(|reason| ToolError::new(format!("the vision model `{target}` failed: {reason}")))
+}
+
+fn parse_lifetime(input: &Value) -> Lifetime {
+    match input.get("lifetime").and_then(Value::as_str) {
+        Some("recent") => Lifetime::Recent,
+        Some("retain") => Lifetime::Retain,
+        _ => Lifetime::Once,
+    }
+}
+
+/// A direct `read`: FileScheme text pages from its own URL (OUT-6), other text through the
+/// outlet's budget (OUT-5), media as an attachment (READ-2, READ-3) or, with image input off,
+/// a description (READ-4).
+pub(crate) async fn read_direct(
+    shared: &Shared,
+    outlet: &Outlet,
+    input: &Value,
+) -> Result<Done, ToolError> {
+    let url = string_field(input, "url");
+    if let Some((rest, question)) = split_question(url)? {
+        let answer = ask_vision(shared, &rest, &question).await?;
+        let emitted = outlet
+            .emit("read", Display::text(answer))
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        return Ok(Done::from_emitted(emitted, &[]));
+    }
+    let lifetime = parse_lifetime(input);
+    match shared.center.read(url).await? {
+        ReadResult::Text {
+            text,
+            source: Some(source),
+        } => Ok(Done::from_emitted(
+            outlet.emit_read_text(&text, &source),
+            &[],
+        )),
+        ReadResult::Text { text, source: None } => {
+            let emitted = outlet
+                .emit("read", Display::text(text))
+                .map_err(|e| ToolError::new(e.to_string()))?;
+            Ok(Done::from_emitted(emitted, &[]))
+        }
+        ReadResult::File {
+            url: file_url,
+            media_type,
+            data,
+            ..
+        } => {
+            let is_image = media_type.starts_with("image/");
+            let is_audio = media_type.starts_with("audio/");
+            if (is_image && !shared.image_input) || !(is_image || is_audio) {
+                let info = ishiki_resources::sniff(&data);
+                let dims = info
+                    .dimensions
+                    .map(|(w, h)| format!("; {w}x{h}"))
+                    .unwrap_or_default();
+                let why = if is_image {
+                    let hint = if shared.vision_target.is_some() {
+                        format!(
+                            " To learn what it shows, read {file_url}?question=<your question>."
+                        )
+                    } else {
+                        String::new()
+                    };
+                    format!("image input is off for this model, so the image is not shown.{hint}")
+                } else {
+                    "this media type cannot be shown to the model.".to_owned()
+                };
+                return Ok(Done {
+                    text: format!(
+                        "[{file_url}: {media_type}; {} bytes{dims}] {why}",
+                        data.len()
+                    ),
+                    attachments: Vec::new(),
+                    continuation: None,
+                });
+            }
+            let display = Display {
+                parts: vec![DisplayPart::Media(Media {
+                    media_type,
+                    data,
+                    url: Some(file_url),
+                })],
+            };
+            let emitted = outlet
+                .emit("read", display)
+                .map_err(|e| ToolError::new(e.to_string()))?;
+            Ok(Done::from_emitted(emitted, &[lifetime]))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vis1_question_is_split_off_and_other_parameters_stay() {
+        let (rest, q) = split_question(
+            "asset://0190f9f3-3ff8-7000-8000-000000000001?x=1&question=what%20is%20it",
+        )
+        .expect("valid")
+        .expect("has a question");
+        assert_eq!(rest, "asset://0190f9f3-3ff8-7000-8000-000000000001?x=1");
+        assert_eq!(q, "what is it");
+        assert!(
+            split_question("workspace:///a.txt")
+                .expect("valid")
+                .is_none()
+        );
+    }
+}
