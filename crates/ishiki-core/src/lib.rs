@@ -147,7 +147,9 @@ pub use store::{
     Batch, Durability, HistoryStore, MemoryStore, SqliteStore, StoreError, StoreErrorKind,
     StoredAttachment, StoredMessage, StoredState,
 };
-pub use tool::{Tool, ToolContext, ToolError, default_display, is_content_block};
+pub use tool::{
+    DirectCall, DirectOutput, Tool, ToolContext, ToolError, default_display, is_content_block,
+};
 #[doc(hidden)]
 pub use yaml_budget::yaml_budget_message;
 

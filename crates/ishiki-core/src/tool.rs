@@ -1,12 +1,19 @@
-//! The [`Tool`] trait: a tool's definition, its raw `execute`, and its model-facing display.
+//! The [`Tool`] trait: a tool's definition, its raw `execute`, its model-facing display, and
+//! its direct call ([`Tool::call_direct`], with the [`DirectCall`] the runtime lends it).
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use ishiki_outlet::{Display, DisplayPart, Media};
+use ishiki_codemode::Sandbox;
+use ishiki_outlet::{Display, DisplayPart, Emitted, Media, MediaRef, Outlet};
+use ishiki_projection::Lifetime;
 use ishiki_toolsearch::ToolDef;
 use serde_json::Value;
+
+use crate::builtin::Shared;
+use crate::guard::CallLimits;
 
 /// Which call a tool runs for: direct calls have their own id; calls from a codemode program
 /// carry the id of the outer `codemode` call (attachments belong to it, CM-6).
@@ -70,6 +77,111 @@ pub trait Tool: Send + Sync + fmt::Debug {
     /// strings as text, MCP content arrays as text and media parts, anything else as JSON.
     fn to_model_output(&self, raw: &Value) -> Display {
         default_display(raw)
+    }
+
+    /// A direct call from the model: what the model will read of it. The default runs
+    /// [`Tool::execute`] under the call's limits ([`DirectCall::execute`]), renders the raw
+    /// result with [`Tool::to_model_output`] and sends it through the outlet
+    /// ([`DirectCall::emit`]). A tool that serves the model differently from programs
+    /// overrides it: the built-in `read` pages text and attaches media, `codemode` runs a
+    /// program.
+    async fn call_direct(
+        &self,
+        input: Value,
+        call: &DirectCall<'_>,
+    ) -> Result<DirectOutput, ToolError> {
+        let raw = call.execute(input).await?;
+        call.emit(self.to_model_output(&raw))
+    }
+}
+
+/// What the runtime lends one direct call (see [`Tool::call_direct`]): the call's context and
+/// limits (`tools.timeoutMs`, `tools.maxResultBytes`), the outlet that decides what the model
+/// reads (OUT-1), and, for the built-in tools, the runtime's services (resource center,
+/// catalog, registered tools, codemode sandbox). Only the runtime builds one.
+#[derive(Debug)]
+pub struct DirectCall<'a> {
+    /// The called tool, so that [`DirectCall::execute`] can run it on the blocking pool.
+    pub(crate) tool: Arc<dyn Tool>,
+    pub(crate) name: &'a str,
+    pub(crate) context: &'a ToolContext,
+    pub(crate) limits: CallLimits,
+    pub(crate) outlet: &'a Outlet,
+    pub(crate) shared: &'a Arc<Shared>,
+    /// Every registered tool with its definition (what a program may call is chosen from it).
+    pub(crate) tools: &'a [(ToolDef, Arc<dyn Tool>)],
+    pub(crate) sandbox: Option<&'a Sandbox>,
+}
+
+impl DirectCall<'_> {
+    /// Which call this is.
+    pub fn context(&self) -> &ToolContext {
+        self.context
+    }
+
+    /// Runs the called tool's [`Tool::execute`] under the call's limits: it fails when the
+    /// deadline passes first (the work is abandoned), when the tool panics, or when the raw
+    /// result is larger than the cap.
+    pub async fn execute(&self, input: Value) -> Result<Value, ToolError> {
+        crate::guard::execute(
+            self.tool.clone(),
+            self.name,
+            input,
+            self.context,
+            self.limits,
+        )
+        .await
+    }
+
+    /// Sends a display through the outlet: the text the model reads (budgeted, with a
+    /// continuation when there is more) and its media as attachments of lifetime `once`.
+    pub fn emit(&self, display: Display) -> Result<DirectOutput, ToolError> {
+        self.emit_with(display, &[])
+    }
+
+    /// [`DirectCall::emit`] with the lifetimes asked for the attachments, in order.
+    pub(crate) fn emit_with(
+        &self,
+        display: Display,
+        lifetimes: &[Lifetime],
+    ) -> Result<DirectOutput, ToolError> {
+        let emitted = self
+            .outlet
+            .emit(self.name, display)
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        Ok(DirectOutput::from_emitted(emitted, lifetimes))
+    }
+}
+
+/// The outcome of a direct call as the model will see it: text, attachments with their
+/// lifetimes, and the `read` input that continues the text, if there is more. Made by
+/// [`DirectCall::emit`].
+#[derive(Debug)]
+pub struct DirectOutput {
+    pub(crate) text: String,
+    pub(crate) attachments: Vec<(MediaRef, Lifetime)>,
+    pub(crate) continuation: Option<String>,
+}
+
+impl DirectOutput {
+    /// Pairs the outlet's attachments, in order, with the lifetimes asked for (default once).
+    pub(crate) fn from_emitted(emitted: Emitted, lifetimes: &[Lifetime]) -> Self {
+        let attachments = emitted
+            .attachments
+            .into_iter()
+            .enumerate()
+            .map(|(k, m)| (m, lifetimes.get(k).copied().unwrap_or(Lifetime::Once)))
+            .collect();
+        Self {
+            text: emitted.text,
+            attachments,
+            continuation: emitted.continuation.map(|c| c.url),
+        }
+    }
+
+    /// The text the model reads.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 }
 

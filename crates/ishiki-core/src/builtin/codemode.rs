@@ -56,6 +56,32 @@ impl Tool for CodemodeTool {
             "codemode cannot be called from inside a codemode program",
         ))
     }
+
+    /// Runs the program in the sandbox the runtime lends the call, with the tools callable now
+    /// (CM-1, CM-2); the outcome's display goes through the outlet with the lifetimes its
+    /// attachments asked for (CM-5..CM-7).
+    async fn call_direct(
+        &self,
+        input: Value,
+        call: &DirectCall<'_>,
+    ) -> Result<DirectOutput, ToolError> {
+        let Some(sandbox) = call.sandbox else {
+            return Err(ToolError::new("codemode is not enabled in this profile"));
+        };
+        let code = input
+            .get("code")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let callable = callable_tools(call.shared, call.tools, call.context);
+        // Date.now() in the program is the runtime's clock, so scenario runs stay deterministic.
+        let clock_ms = crate::clock::unix_millis(call.shared.clock.now());
+        let outcome = sandbox
+            .run_at(code, callable, clock_ms)
+            .await
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let (display, lifetimes) = codemode_display(call.shared, outcome, call.limits).await?;
+        call.emit_with(display, &lifetimes)
+    }
 }
 
 /// A tool as a program sees it: execute only, with `context.from_program` set (CM-2).
@@ -98,7 +124,7 @@ impl CallableTool for ProgramTool {
 
 /// The tools callable from a program now: the available catalog minus `codemode`, `finish`,
 /// `wait`; `read` without `lifetime` (READ-2).
-pub(crate) fn callable_tools(
+fn callable_tools(
     shared: &Arc<Shared>,
     tools: &[(ToolDef, Arc<dyn Tool>)],
     context: &ToolContext,
@@ -165,7 +191,7 @@ pub(crate) const MAX_ATTACHMENTS_PER_RESULT: usize = 32;
 /// Attachments are bounded like the program: at most [`MAX_ATTACHMENTS_PER_RESULT`], each
 /// distinct URL read once, all reads under one deadline (`tools.timeoutMs`), and their bytes
 /// together at most `tools.maxResultBytes`.
-pub(crate) async fn codemode_display(
+async fn codemode_display(
     shared: &Shared,
     outcome: Outcome,
     limits: CallLimits,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use ishiki_codemode::{AttachmentContent as CmContent, CallableTool, Outcome, ToolFailure};
-use ishiki_outlet::{Display, DisplayPart, Emitted, Media, MediaRef, Outlet};
+use ishiki_outlet::{Display, DisplayPart, Media, Outlet};
 use ishiki_projection::Lifetime;
 use ishiki_resources::{ArtifactStore, AssetStore, ReadResult, ResourceCenter, WorkspaceScheme};
 use ishiki_toolsearch::{Catalog, ToolDef};
@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::guard::CallLimits;
 use crate::platform::{Dropped, Outgoing, OutgoingImage, Platform, VisionModel};
 use crate::profile::Assembly;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError};
 
 mod codemode;
 mod control;
@@ -25,9 +25,9 @@ mod read;
 mod search;
 mod send_message;
 
-pub(crate) use codemode::{CodemodeTool, callable_tools, codemode_display};
+pub(crate) use codemode::CodemodeTool;
 pub(crate) use control::ControlTool;
-pub(crate) use read::{ReadTool, read_direct, read_output_schema, read_schema};
+pub(crate) use read::{ReadTool, read_output_schema, read_schema};
 pub(crate) use search::SearchTool;
 pub(crate) use send_message::SendMessageTool;
 
@@ -112,31 +112,6 @@ impl Shared {
         self.catalog
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// The outcome of a direct call: text, attachments with lifetimes, continuation.
-#[derive(Debug)]
-pub(crate) struct Done {
-    pub(crate) text: String,
-    pub(crate) attachments: Vec<(MediaRef, Lifetime)>,
-    pub(crate) continuation: Option<String>,
-}
-
-impl Done {
-    /// Pairs the outlet's attachments, in order, with the lifetimes asked for (default once).
-    pub(crate) fn from_emitted(emitted: Emitted, lifetimes: &[Lifetime]) -> Self {
-        let attachments = emitted
-            .attachments
-            .into_iter()
-            .enumerate()
-            .map(|(k, m)| (m, lifetimes.get(k).copied().unwrap_or(Lifetime::Once)))
-            .collect();
-        Self {
-            text: emitted.text,
-            attachments,
-            continuation: emitted.continuation.map(|c| c.url),
-        }
     }
 }
 

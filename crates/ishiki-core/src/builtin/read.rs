@@ -91,6 +91,17 @@ impl Tool for ReadTool {
         serde_json::to_value(result)
             .map_err(|e| ToolError::new(format!("cannot encode the read result: {e}")))
     }
+
+    /// Served by [`read_direct`] under the call's deadline, not through `execute`: text pages
+    /// and media attachments come from the outlet.
+    async fn call_direct(
+        &self,
+        input: Value,
+        call: &DirectCall<'_>,
+    ) -> Result<DirectOutput, ToolError> {
+        let read = read_direct(&self.shared, call.outlet, &input);
+        crate::guard::with_deadline(call.name, call.limits, read).await
+    }
 }
 
 /// Splits `?question=` off a URL (VIS-1): only `read` interprets it; other parameters stay.
@@ -165,25 +176,25 @@ fn parse_lifetime(input: &Value) -> Lifetime {
 /// A direct `read`: FileScheme text pages from its own URL (OUT-6), other text through the
 /// outlet's budget (OUT-5), media as an attachment (READ-2, READ-3) or, with image input off,
 /// a description (READ-4).
-pub(crate) async fn read_direct(
+async fn read_direct(
     shared: &Shared,
     outlet: &Outlet,
     input: &Value,
-) -> Result<Done, ToolError> {
+) -> Result<DirectOutput, ToolError> {
     let url = string_field(input, "url");
     if let Some((rest, question)) = split_question(url)? {
         let answer = ask_vision(shared, &rest, &question).await?;
         let emitted = outlet
             .emit("read", Display::text(answer))
             .map_err(|e| ToolError::new(e.to_string()))?;
-        return Ok(Done::from_emitted(emitted, &[]));
+        return Ok(DirectOutput::from_emitted(emitted, &[]));
     }
     let lifetime = parse_lifetime(input);
     match shared.center.read(url).await? {
         ReadResult::Text {
             text,
             source: Some(source),
-        } => Ok(Done::from_emitted(
+        } => Ok(DirectOutput::from_emitted(
             outlet.emit_read_text(&text, &source),
             &[],
         )),
@@ -191,7 +202,7 @@ pub(crate) async fn read_direct(
             let emitted = outlet
                 .emit("read", Display::text(text))
                 .map_err(|e| ToolError::new(e.to_string()))?;
-            Ok(Done::from_emitted(emitted, &[]))
+            Ok(DirectOutput::from_emitted(emitted, &[]))
         }
         ReadResult::File {
             url: file_url,
@@ -219,7 +230,7 @@ pub(crate) async fn read_direct(
                 } else {
                     "this media type cannot be shown to the model.".to_owned()
                 };
-                return Ok(Done {
+                return Ok(DirectOutput {
                     text: format!(
                         "[{file_url}: {media_type}; {} bytes{dims}] {why}",
                         data.len()
@@ -238,7 +249,7 @@ pub(crate) async fn read_direct(
             let emitted = outlet
                 .emit("read", display)
                 .map_err(|e| ToolError::new(e.to_string()))?;
-            Ok(Done::from_emitted(emitted, &[lifetime]))
+            Ok(DirectOutput::from_emitted(emitted, &[lifetime]))
         }
     }
 }

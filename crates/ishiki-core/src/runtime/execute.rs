@@ -135,28 +135,17 @@ impl Runtime {
         };
         // Every call has a deadline and a result cap (issue 13); a program has its own limits.
         let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
-        let outcome = match call.name.as_str() {
-            "read" => {
-                let read = builtin::read_direct(&self.shared, &self.outlet, &call.input);
-                crate::guard::with_deadline("read", limits, read).await
-            }
-            "codemode" => self.run_codemode(&call.input, &context).await,
-            _ => match crate::guard::execute(
-                tool.clone(),
-                &call.name,
-                call.input.clone(),
-                &context,
-                limits,
-            )
-            .await
-            {
-                Ok(raw) => {
-                    let display = tool.to_model_output(&raw);
-                    self.emit(&call.name, display, Vec::new())
-                }
-                Err(e) => Err(e),
-            },
+        let direct = DirectCall {
+            tool: tool.clone(),
+            name: &call.name,
+            context: &context,
+            limits,
+            outlet: &self.outlet,
+            shared: &self.shared,
+            tools: &self.tools,
+            sandbox: self.sandbox.as_ref(),
         };
+        let outcome = tool.call_direct(call.input.clone(), &direct).await;
         match outcome {
             Ok(done) => {
                 let now = self.now();
@@ -212,42 +201,5 @@ impl Runtime {
         } else {
             Vec::new()
         }
-    }
-
-    fn emit(
-        &self,
-        tool: &str,
-        display: Display,
-        lifetimes: Vec<Lifetime>,
-    ) -> Result<builtin::Done, ToolError> {
-        let emitted: Emitted = self
-            .outlet
-            .emit(tool, display)
-            .map_err(|e| ToolError::new(e.to_string()))?;
-        Ok(builtin::Done::from_emitted(emitted, &lifetimes))
-    }
-
-    async fn run_codemode(
-        &self,
-        input: &Value,
-        context: &ToolContext,
-    ) -> Result<builtin::Done, ToolError> {
-        let Some(sandbox) = &self.sandbox else {
-            return Err(ToolError::new("codemode is not enabled in this profile"));
-        };
-        let code = input
-            .get("code")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let callable = builtin::callable_tools(&self.shared, &self.tools, context);
-        // Date.now() in the program is the runtime's clock, so scenario runs stay deterministic.
-        let clock_ms = crate::clock::unix_millis(self.shared.clock.now());
-        let outcome = sandbox
-            .run_at(code, callable, clock_ms)
-            .await
-            .map_err(|e| ToolError::new(e.to_string()))?;
-        let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
-        let (display, lifetimes) = builtin::codemode_display(&self.shared, outcome, limits).await?;
-        self.emit("codemode", display, lifetimes)
     }
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn};
-use ishiki_outlet::{Budget, Display, Emitted, Outlet};
+use ishiki_outlet::{Budget, Outlet};
 use ishiki_projection::{
     AttachmentConfig, AttachmentContent, AttachmentRecord, DeliveryState, Lifetime, PendingChange,
     ProjectionInput, SourceLink, Verdict,
@@ -40,7 +40,7 @@ use crate::store::{
     Batch, Durability, HistoryStore, StoreErrorKind, StoredAttachment, StoredMessage,
 };
 use crate::text_protocol::{self, Segment};
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{DirectCall, Tool, ToolContext};
 
 mod commit;
 mod execute;
