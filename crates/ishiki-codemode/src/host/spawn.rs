@@ -1,0 +1,211 @@
+//! Starting a worker process, reading its lines, and explaining its death from the exit
+//! status and its last words on stderr.
+
+use super::*;
+
+/// Starts a worker process and waits for its `ready`.
+pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError> {
+    let program = match &inner.config.worker {
+        WorkerSpawn::CurrentExe => std::env::current_exe().map_err(|e| {
+            CodemodeError::new(
+                ErrorKind::Worker,
+                format!("cannot find the current executable to start a worker: {e}"),
+            )
+        })?,
+        WorkerSpawn::Program(path) => path.clone(),
+        WorkerSpawn::InProcess => {
+            return Err(CodemodeError::new(
+                ErrorKind::Worker,
+                "in-process mode has no workers",
+            ));
+        }
+    };
+    // A clean environment: nothing of the host's (keys, tokens) is in reach of the worker,
+    // should a program ever get past the engine.
+    let mut child = tokio::process::Command::new(&program)
+        .env_clear()
+        .env(WORKER_ENV, &inner.engine_env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            CodemodeError::new(
+                ErrorKind::Worker,
+                format!("cannot start the sandbox worker {}: {e}", program.display()),
+            )
+        })?;
+    let (Some(stdin), Some(stdout), Some(mut stderr_pipe)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(CodemodeError::new(
+            ErrorKind::Worker,
+            "the sandbox worker has no pipes",
+        ));
+    };
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let tail = Arc::clone(&stderr);
+    let stderr_done = tokio::spawn(async move {
+        let mut chunk = [0u8; 1024];
+        while let Ok(n) = stderr_pipe.read(&mut chunk).await {
+            if n == 0 {
+                break;
+            }
+            let mut tail = lock(&tail);
+            tail.extend_from_slice(&chunk[..n]);
+            if tail.len() > STDERR_TAIL {
+                let cut = tail.len() - STDERR_TAIL;
+                tail.drain(..cut);
+            }
+        }
+    });
+    let mut child = child;
+    let mut out = WorkerOut {
+        stdout: BufReader::new(stdout),
+        stderr,
+        stderr_done,
+    };
+    let mut buffer = Vec::new();
+    let first = tokio::time::timeout(
+        Duration::from_secs(30),
+        next_line(&mut out.stdout, &mut buffer, 64 << 10),
+    )
+    .await;
+    let problem = match first {
+        Ok(Ok(Some(text))) => match serde_json::from_slice::<ToHost>(&text) {
+            Ok(ToHost::Ready { confinement }) => {
+                if confinement.is_some() {
+                    lock(&inner.pool).confinement = confinement;
+                }
+                return Ok(Worker { child, stdin, out });
+            }
+            Ok(ToHost::Failed { kind, message }) => CodemodeError::new(kind, message),
+            _ => CodemodeError::new(
+                ErrorKind::Worker,
+                format!(
+                    "{} did not start as a sandbox worker (does its main() call run_if_worker() first?)",
+                    program.display()
+                ),
+            ),
+        },
+        Ok(Ok(None) | Err(_)) => {
+            let error = death(&mut child, &mut out, &inner.config, "while starting").await;
+            if error.kind() == ErrorKind::Worker {
+                CodemodeError::new(
+                    ErrorKind::Worker,
+                    format!(
+                        "{} (is {} a codemode worker? its main() must call run_if_worker() first)",
+                        error.message(),
+                        program.display()
+                    ),
+                )
+            } else {
+                error
+            }
+        }
+        Err(_) => CodemodeError::new(
+            ErrorKind::Worker,
+            "the sandbox worker did not become ready within 30 s",
+        ),
+    };
+    let _ = child.start_kill();
+    Err(problem)
+}
+
+/// Reads one line without letting a worker make the host buffer without bound. Cancel-safe:
+/// a partial line stays in `buffer`.
+pub(super) async fn next_line(
+    reader: &mut BufReader<ChildStdout>,
+    buffer: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(None);
+        }
+        if let Some(end) = memchr::memchr(b'\n', available) {
+            buffer.extend_from_slice(&available[..end]);
+            reader.consume(end + 1);
+            return Ok(Some(std::mem::take(buffer)));
+        }
+        let n = available.len();
+        buffer.extend_from_slice(available);
+        reader.consume(n);
+        if buffer.len() > cap {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "message too long",
+            ));
+        }
+    }
+}
+
+/// Why a worker is gone, from its exit status and the end of its stderr.
+pub(super) async fn death(
+    child: &mut Child,
+    out: &mut WorkerOut,
+    config: &SandboxConfig,
+    when: &str,
+) -> CodemodeError {
+    let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+        Ok(status) => status.ok(),
+        Err(_) => {
+            let _ = child.start_kill();
+            None
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), &mut out.stderr_done).await;
+    let stderr = String::from_utf8_lossy(&lock(&out.stderr)).into_owned();
+    explain_exit(status, &stderr, config, when)
+}
+
+/// The pure part of [`death`]: an exit status and stderr, in words.
+pub(crate) fn explain_exit(
+    status: Option<std::process::ExitStatus>,
+    stderr: &str,
+    config: &SandboxConfig,
+    when: &str,
+) -> CodemodeError {
+    let limits = &config.limits;
+    if stderr.contains("memory allocation of") || stderr.contains("out of memory") {
+        return CodemodeError::new(
+            ErrorKind::Memory,
+            format!(
+                "the program ran out of memory (the limit is {})",
+                human_bytes(limits.memory_bytes)
+            ),
+        );
+    }
+    if stderr.contains("overflowed its stack") {
+        return CodemodeError::new(
+            ErrorKind::Limit,
+            "the program overflowed the native stack (code or data nested too deeply)",
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if status.and_then(|s| s.signal()) == Some(libc::SIGXCPU) {
+            return CodemodeError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "the program used more than {} s of CPU time",
+                    limits.timeout.as_secs().saturating_add(2)
+                ),
+            );
+        }
+    }
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| format!(": {}", crate::tool::clip(l.trim(), 200)))
+        .unwrap_or_default();
+    let status = status.map_or_else(|| "no exit status".to_owned(), |s| s.to_string());
+    CodemodeError::new(
+        ErrorKind::Worker,
+        format!("the sandbox worker stopped {when} ({status}){last}"),
+    )
+}
