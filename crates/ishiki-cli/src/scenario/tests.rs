@@ -101,11 +101,11 @@ fn todo_journey_reads_as_written() {
 fn every_field_of_the_format_parses() {
     let dir = tempfile::tempdir().expect("tempdir");
     fs::write(
-        dir.path().join("catalog.json"),
-        r#"[{"name": "a", "description": "A", "input_schema": {"type": "object"}},
-            {"name": "b", "description": "B", "input_schema": {}, "output_schema": {"type": "object"}}]"#,
-    )
-    .expect("write");
+            dir.path().join("catalog.json"),
+            r#"[{"name": "a", "description": "A", "input_schema": {"type": "object"}},
+                {"name": "b", "description": "B", "input_schema": {}, "output_schema": {"type": "object"}}]"#,
+        )
+        .expect("write");
     let yaml = format!(
         "{HEAD}{}",
         r#"profile: { attachment: { recentImageCount: 3 } }
@@ -119,10 +119,10 @@ tools:
   - { name: write_file, resident: false }
   - { name: screenshot, resident: true }
   - define:
-  name: calendar_create_event
-  description: Create an event
-  input_schema: { type: object, properties: { title: { type: string } }, required: [title] }
-  output_schema: { type: object }
+      name: calendar_create_event
+      description: Create an event
+      input_schema: { type: object, properties: { title: { type: string } }, required: [title] }
+      output_schema: { type: object }
   - { definitions: catalog.json, resident: true }
 vision:
   - { reply: "The image says: hello" }
