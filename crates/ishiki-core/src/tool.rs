@@ -79,6 +79,15 @@ pub trait Tool: Send + Sync + fmt::Debug {
         default_display(raw)
     }
 
+    /// What a codemode program calls in this tool's place (CM-2), when programs see it
+    /// differently: its definition gives the input and output schemas programs are shown, and
+    /// its `execute` runs their calls. The default, `None`, means the tool itself. The built-in
+    /// `read` returns its program-side view (no `lifetime`, raw results described by an
+    /// output schema).
+    fn program_view(&self) -> Option<Arc<dyn Tool>> {
+        None
+    }
+
     /// A direct call from the model: what the model will read of it. The default runs
     /// [`Tool::execute`] under the call's limits ([`DirectCall::execute`]), renders the raw
     /// result with [`Tool::to_model_output`] and sends it through the outlet

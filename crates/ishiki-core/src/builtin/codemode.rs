@@ -11,7 +11,8 @@ pub(crate) struct CodemodeTool {
 
 impl CodemodeTool {
     /// The description lists the signatures of the tools a program can call now; tools found
-    /// later are announced with their signatures by catalog deltas (TS-4).
+    /// later are announced with their signatures by catalog deltas (TS-4). `callable` holds
+    /// their program-side definitions ([`Tool::program_view`]).
     pub(crate) fn new(callable: &[ToolDef]) -> Self {
         let mut description = String::from(
             "Run a JavaScript program (the body of an async function: top-level await and return work). \
@@ -20,12 +21,7 @@ Only the final return value reaches you; intermediate data stays in the program.
 To show media, return { ..., attachments: [item, ...] } where an item is an MCP image/audio block, a read file node, an embedded resource or { type: \"resource_link\", uri }, optionally with lifetime: \"once\" | \"recent\" | \"retain\".\n\nCallable tools:\n",
         );
         for def in callable {
-            let mut def = def.clone();
-            if def.name == "read" {
-                def.input_schema = read_schema(false);
-                def.output_schema = Some(read_output_schema());
-            }
-            description.push_str(&ishiki_toolsearch::signature(&def));
+            description.push_str(&ishiki_toolsearch::signature(def));
             description.push('\n');
         }
         Self {
@@ -123,7 +119,8 @@ impl CallableTool for ProgramTool {
 }
 
 /// The tools callable from a program now: the available catalog minus `codemode`, `finish`,
-/// `wait`; `read` without `lifetime` (READ-2).
+/// `wait`; each as its program-side view ([`Tool::program_view`]), e.g. `read` without
+/// `lifetime` (READ-2).
 fn callable_tools(
     shared: &Arc<Shared>,
     tools: &[(ToolDef, Arc<dyn Tool>)],
@@ -144,24 +141,19 @@ fn callable_tools(
         let Some((def, tool)) = tools.iter().find(|(d, _)| d.name == name) else {
             continue;
         };
-        let (tool, input_schema): (Arc<dyn Tool>, Value) = if name == "read" {
-            (
-                Arc::new(ReadTool::new(shared.clone(), true)),
-                read_schema(false),
-            )
-        } else {
-            (tool.clone(), def.input_schema.clone())
-        };
-        let output_schema = if name == "read" {
-            Some(read_output_schema())
-        } else {
-            def.output_schema.clone()
+        // What programs call: the tool's program-side view when it has one.
+        let (tool, def) = match tool.program_view() {
+            Some(view) => {
+                let def = view.definition();
+                (view, def)
+            }
+            None => (tool.clone(), def.clone()),
         };
         out.push(Arc::new(ProgramTool {
             tool,
             name,
-            input_schema,
-            output_schema,
+            input_schema: def.input_schema,
+            output_schema: def.output_schema,
             context: ToolContext {
                 from_program: true,
                 ..context.clone()

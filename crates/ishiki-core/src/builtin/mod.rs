@@ -27,7 +27,7 @@ mod send_message;
 
 pub(crate) use codemode::CodemodeTool;
 pub(crate) use control::ControlTool;
-pub(crate) use read::{ReadTool, read_output_schema, read_schema};
+pub(crate) use read::ReadTool;
 pub(crate) use search::SearchTool;
 pub(crate) use send_message::SendMessageTool;
 

@@ -20,7 +20,7 @@ impl ReadTool {
 }
 
 /// The raw `read` result as programs see it (RES-7).
-pub(crate) fn read_output_schema() -> Value {
+fn read_output_schema() -> Value {
     json!({
         "oneOf": [
             {
@@ -49,7 +49,7 @@ pub(crate) fn read_output_schema() -> Value {
 }
 
 /// The `read` input schema: `lifetime` only for direct calls with image input on (READ-2).
-pub(crate) fn read_schema(offer_lifetime: bool) -> Value {
+fn read_schema(offer_lifetime: bool) -> Value {
     let mut properties = json!({
         "url": {
             "type": "string",
@@ -74,11 +74,21 @@ pub(crate) fn read_schema(offer_lifetime: bool) -> Value {
 #[async_trait]
 impl Tool for ReadTool {
     fn definition(&self) -> ToolDef {
-        builtin_def(
+        let mut def = builtin_def(
             "read",
             "Read a resource by URL: text comes back in pages (follow the [Continue …] line for more), images and audio as attachments.",
             read_schema(self.shared.image_input && !self.for_program),
-        )
+        );
+        if self.for_program {
+            // Programs get the raw result (RES-7).
+            def.output_schema = Some(read_output_schema());
+        }
+        def
+    }
+
+    fn program_view(&self) -> Option<Arc<dyn Tool>> {
+        (!self.for_program)
+            .then(|| Arc::new(ReadTool::new(self.shared.clone(), true)) as Arc<dyn Tool>)
     }
 
     async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {

@@ -80,7 +80,7 @@ impl Runtime {
             // is fixed at start so the prefix stays stable; later tools come with deltas.
             let resident: Vec<ToolDef> = tools
                 .iter()
-                .map(|t| t.definition())
+                .map(|t| t.program_view().unwrap_or_else(|| t.clone()).definition())
                 .filter(|d| {
                     (d.resident || !toolsearch_on) && builtin::callable_from_program(&d.name)
                 })

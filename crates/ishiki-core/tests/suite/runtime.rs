@@ -12,8 +12,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use ishiki_core::{
-    Assembly, Budget, CallReport, Durability, ManualClock, ModelResponse, ModelsDoc, Part, Profile,
-    Request, Role, Runtime, Tool, ToolCall, ToolContext, ToolDef, ToolError, WorkerSpawn, assemble,
+    Assembly, Budget, CallReport, DirectCall, DirectOutput, Display, Durability, ManualClock,
+    ModelResponse, ModelsDoc, Part, Profile, Request, Role, Runtime, Tool, ToolCall, ToolContext,
+    ToolDef, ToolError, WorkerSpawn, assemble,
 };
 use serde_json::{Value, json};
 
@@ -371,6 +372,89 @@ async fn read1_program_gets_the_raw_result_and_a_direct_call_gets_pages_and_atta
     // The next request carries the bytes right after the result.
     let request = rt.prepare().unwrap().request;
     assert_eq!(image_urls(&request), vec![att.url.clone()]);
+}
+
+/// `shout`: serves the model and programs differently, through the same trait methods the
+/// built-in `read` overrides: a direct call shows the word upper-cased (`call_direct`), a
+/// program calls its program-side view and gets the raw result.
+#[derive(Debug)]
+struct Shout {
+    for_program: bool,
+}
+
+#[async_trait]
+impl Tool for Shout {
+    fn definition(&self) -> ToolDef {
+        let mut def = ToolDef::new(
+            "shout",
+            "Say a word loudly.",
+            json!({
+                "type": "object",
+                "properties": { "word": { "type": "string" } },
+                "required": ["word"],
+                "additionalProperties": false
+            }),
+        );
+        if self.for_program {
+            def.output_schema = Some(json!({
+                "type": "object",
+                "properties": { "said": { "type": "string" } },
+                "required": ["said"]
+            }));
+        }
+        def
+    }
+
+    async fn execute(&self, input: Value, context: &ToolContext) -> Result<Value, ToolError> {
+        Ok(json!({
+            "said": input["word"],
+            "fromProgram": context.from_program,
+            "programView": self.for_program
+        }))
+    }
+
+    fn program_view(&self) -> Option<Arc<dyn Tool>> {
+        (!self.for_program).then(|| Arc::new(Shout { for_program: true }) as Arc<dyn Tool>)
+    }
+
+    async fn call_direct(
+        &self,
+        input: Value,
+        call: &DirectCall<'_>,
+    ) -> Result<DirectOutput, ToolError> {
+        let raw = call.execute(input).await?;
+        let word = raw["said"].as_str().unwrap_or_default().to_uppercase();
+        call.emit(Display::text(format!("{word}!")))
+    }
+}
+
+#[tokio::test]
+async fn any_tool_can_serve_direct_calls_and_programs_differently_as_read_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rt = runtime_with(
+        dir.path(),
+        assembly("codemode: { enable: true }", "seeing"),
+        vec![Arc::new(Shout { for_program: false })],
+    );
+    let program = "return await tools.shout({ word: 'hi' });";
+    let (_, reports) = step(
+        &mut rt,
+        calls(vec![
+            call("d1", "shout", json!({ "word": "hi" })),
+            call("p1", "codemode", json!({ "code": program })),
+        ]),
+    )
+    .await;
+    let direct = report(&reports, "d1");
+    assert!(!direct.is_error, "{}", direct.text);
+    assert_eq!(direct.text, "HI!");
+    let raw = report(&reports, "p1");
+    assert!(!raw.is_error, "{}", raw.text);
+    let value: Value = serde_json::from_str(&raw.text).expect("the program's value as JSON");
+    assert_eq!(
+        value,
+        json!({ "said": "hi", "fromProgram": true, "programView": true })
+    );
 }
 
 #[test]
