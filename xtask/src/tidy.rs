@@ -188,6 +188,7 @@ mod tests {
     /// the capability crates depend on none of each other except outlet → resources; only
     /// core composes them; the crates on top build on core. A new crate must be added here.
     const LAYERS: &[(&str, &[&str])] = &[
+        ("ishiki-model", &[]),
         ("ishiki-resources", &[]),
         ("ishiki-outlet", &["ishiki-resources"]),
         ("ishiki-projection", &[]),
@@ -197,6 +198,7 @@ mod tests {
         (
             "ishiki-core",
             &[
+                "ishiki-model",
                 "ishiki-resources",
                 "ishiki-outlet",
                 "ishiki-projection",
@@ -205,7 +207,7 @@ mod tests {
             ],
         ),
         ("ishiki-mcp", &["ishiki-core"]),
-        ("ishiki-provider", &["ishiki-core"]),
+        ("ishiki-provider", &["ishiki-model"]),
         ("ishiki-postgres", &["ishiki-core"]),
         (
             "ishiki-cli",

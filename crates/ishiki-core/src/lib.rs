@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
-//! use ishiki_core::{assemble, Model, ModelResponse, ModelsDoc, Profile, Request, Runtime};
+//! use ishiki_core::{assemble, Model, ModelError, ModelResponse, ModelsDoc, Profile, Request, Runtime};
 //! use ishiki_core::{Tool, ToolCall, ToolContext, ToolDef, ToolError};
 //! use serde_json::{json, Value};
 //!
@@ -53,9 +53,9 @@
 //!
 //! #[async_trait::async_trait]
 //! impl Model for Scripted {
-//!     async fn respond(&self, _: &Request) -> Result<ModelResponse, String> {
-//!         let mut script = self.0.lock().map_err(|e| e.to_string())?;
-//!         script.pop().ok_or_else(|| "the script has ended".to_owned())
+//!     async fn respond(&self, _: &Request) -> Result<ModelResponse, ModelError> {
+//!         let mut script = self.0.lock().map_err(|e| ModelError::permanent(e.to_string()))?;
+//!         script.pop().ok_or_else(|| ModelError::permanent("the script has ended"))
 //!     }
 //! }
 //!
@@ -115,7 +115,6 @@ mod builtin;
 mod clock;
 mod decode;
 mod guard;
-mod message;
 mod platform;
 mod profile;
 mod rejection;
@@ -127,9 +126,11 @@ mod tool;
 mod yaml_budget;
 
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
-pub use message::{
-    DeltaEntry, MediaPart, Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall,
-    ToolSpec, Usage,
+/// The model boundary, from `ishiki-model` (core's modules name it `crate::message`).
+pub(crate) use ishiki_model as message;
+pub use ishiki_model::{
+    DeltaEntry, MediaPart, Message, Model, ModelError, ModelErrorKind, ModelResponse, Part,
+    Reasoning, Request, Role, ToolCall, ToolSpec, Usage,
 };
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
 pub use profile::ImageLimits;
@@ -140,8 +141,7 @@ pub use profile::{
 };
 pub use rejection::image_rejection;
 pub use runtime::{
-    AttachmentInfo, CallReport, InboundImage, Model, Prepared, Runtime, RuntimeBuilder,
-    RuntimeError,
+    AttachmentInfo, CallReport, InboundImage, Prepared, Runtime, RuntimeBuilder, RuntimeError,
 };
 pub use store::{
     Batch, Durability, HistoryStore, MemoryStore, SqliteStore, StoreError, StoreErrorKind,

@@ -29,7 +29,14 @@
 //!   gives an unchanged prefix (PRJ-14).
 //!
 //! This crate does no I/O of any kind: where the bytes come from is the caller's business; it
-//! only reads the verdict. Wording the model reads is in one module (`wording.rs`).
+//! only reads the verdict. Every text the model reads is listed, with sample values, in
+//! [`texts`].
+//!
+//! Two attachment forms, on purpose: a tool result first names its media with the outlet's full
+//! marker, `[attachment: URL; image/png; 428 bytes; 64x48]` (what it is, once, in the result the
+//! model reads); an attachment message then refers to it by the short label
+//! `[attachment: URL]`, followed by the bytes or by the one line that says why they are not
+//! there. The URL is the key that ties the two together.
 //!
 //! Cost: one forward sweep over the records beside the state (kept sorted by each record's
 //! `(seq, id)`, so history in arrival order needs no hashing), then work proportional to the
@@ -44,29 +51,23 @@
 //!     ProjectionInput, SourceLink, Verdict, project,
 //! };
 //!
-//! let records = vec![AttachmentRecord {
-//!     id: "a1".into(),
-//!     source: SourceLink::ToolResult { call_id: "c1".into() },
-//!     url: "artifact://screenshot/1.png".into(),
-//!     media_type: "image/png".into(),
-//!     bytes: 2048,
-//!     dimensions: Some((800, 600)),
-//!     lifetime: Lifetime::Once,
-//!     seq: 1,
-//!     created_at: "2025-01-01T00:00:00Z".into(),
-//! }];
+//! let tool_result = SourceLink::ToolResult { call_id: "c1".into() };
+//! let records = vec![
+//!     AttachmentRecord::new("a1", tool_result, "artifact://screenshot/1.png", "image/png", 2048)
+//!         .with_dimensions(800, 600)
+//!         .with_lifetime(Lifetime::Once)
+//!         .at(1, "2025-01-01T00:00:00Z"),
+//! ];
 //! let config = AttachmentConfig::default();
 //! let mut state = DeliveryState::new();
+//! // Every source active, every record readable, a model that takes images but no audio.
 //! let request = |state: &DeliveryState| {
-//!     project(&ProjectionInput {
-//!         records: &records,
-//!         active: &|_| true,
-//!         verdict: &|_| Verdict::Available,
-//!         state,
-//!         config: &config,
-//!         image_input: true,
-//!         audio_input: false,
-//!     })
+//!     project(
+//!         &ProjectionInput::new(&records, state, &config)
+//!             .active(&|_| true)
+//!             .verdict(&|_| Verdict::Available)
+//!             .model_input(true, false),
+//!     )
 //! };
 //!
 //! // The first request embeds the image after its tool result.
@@ -89,6 +90,11 @@ mod project;
 mod record;
 mod state;
 mod wording;
+
+/// What the model reads in attachment messages: every label and reason line.
+///
+#[doc = include_str!("../TEXTS.md")]
+pub mod texts {}
 
 pub use config::{AttachmentConfig, Lifetime, effective_image_input};
 pub use error::{Error, ErrorKind};

@@ -39,6 +39,58 @@ pub struct ProjectionInput<'a> {
     pub audio_input: bool,
 }
 
+/// Every source is active until a context engine says otherwise.
+fn every_source_active(_: &SourceLink) -> bool {
+    true
+}
+
+/// Every record is readable until a resolver says otherwise.
+fn every_record_available(_: &AttachmentRecord) -> Verdict {
+    Verdict::Available
+}
+
+impl<'a> ProjectionInput<'a> {
+    /// The records, their delivery state and the configuration, with the defaults of a caller
+    /// that has no context engine and no resolver yet: every source active, every record
+    /// [`Verdict::Available`], a model that accepts images (so image input is what
+    /// `config.image_input` allows) and no audio. The setters below change each.
+    pub fn new(
+        records: &'a [AttachmentRecord],
+        state: &'a DeliveryState,
+        config: &'a AttachmentConfig,
+    ) -> Self {
+        Self {
+            records,
+            active: &every_source_active,
+            verdict: &every_record_available,
+            state,
+            config,
+            image_input: config.image_input,
+            audio_input: false,
+        }
+    }
+
+    /// Asks `active` whether a source is still in the active context (PRJ-7, PRJ-11).
+    pub fn active(self, active: &'a dyn Fn(&SourceLink) -> bool) -> Self {
+        Self { active, ..self }
+    }
+
+    /// Asks `verdict` whether a record's bytes are readable for this request.
+    pub fn verdict(self, verdict: &'a dyn Fn(&AttachmentRecord) -> Verdict) -> Self {
+        Self { verdict, ..self }
+    }
+
+    /// What the main model accepts: image input becomes the effective capability (the
+    /// profile's `imageInput` and the model's `image` input, PRO-8), audio as given.
+    pub fn model_input(self, images: bool, audio: bool) -> Self {
+        Self {
+            image_input: crate::effective_image_input(self.config, images),
+            audio_input: audio,
+            ..self
+        }
+    }
+}
+
 impl fmt::Debug for ProjectionInput<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ProjectionInput")

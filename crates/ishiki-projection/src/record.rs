@@ -60,6 +60,54 @@ pub struct AttachmentRecord {
     pub created_at: String,
 }
 
+impl AttachmentRecord {
+    /// A record of `bytes` bytes of `media_type` at `url`, left by `source`: lifetime `once`,
+    /// dimensions unknown, arrival `seq` 0 and no creation time until [`at`](Self::at) sets
+    /// them.
+    pub fn new(
+        id: impl Into<String>,
+        source: SourceLink,
+        url: impl Into<String>,
+        media_type: impl Into<String>,
+        bytes: u64,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            source,
+            url: url.into(),
+            media_type: media_type.into(),
+            bytes,
+            dimensions: None,
+            lifetime: Lifetime::default(),
+            seq: 0,
+            created_at: String::new(),
+        }
+    }
+
+    /// The same record with its width and height in pixels.
+    pub fn with_dimensions(self, width: u32, height: u32) -> Self {
+        Self {
+            dimensions: Some((width, height)),
+            ..self
+        }
+    }
+
+    /// The same record with `lifetime`.
+    pub fn with_lifetime(self, lifetime: Lifetime) -> Self {
+        Self { lifetime, ..self }
+    }
+
+    /// The same record arriving as number `seq` (larger is later; never change it once
+    /// assigned), created at `created_at`.
+    pub fn at(self, seq: u64, created_at: impl Into<String>) -> Self {
+        Self {
+            seq,
+            created_at: created_at.into(),
+            ..self
+        }
+    }
+}
+
 /// The resolver's verdict on one record for this request. The caller does the I/O; projection
 /// only reads the verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -36,7 +36,7 @@
 
 use std::collections::BTreeSet;
 
-use ishiki_core::{Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall, Usage};
+use ishiki_model::{Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::common::{delta_text, has_text, is_attachment, keeps, media_marker};

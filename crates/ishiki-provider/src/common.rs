@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use ishiki_core::{DeltaEntry, MediaPart, Message, Part, Reasoning, Request};
+use ishiki_model::{DeltaEntry, MediaPart, Message, Part, Reasoning, Request};
 use serde::{Deserialize, Serialize};
 
 /// The text shown instead of media the target cannot carry (no data, or an unsupported kind).

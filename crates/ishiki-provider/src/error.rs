@@ -1,5 +1,7 @@
 //! The crate's error type: what went wrong talking to a provider, with a kind to branch on.
 
+use ishiki_model::{ModelError, ModelErrorKind};
+
 /// What kind of failure a [`ProviderError`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -21,6 +23,9 @@ pub enum ProviderErrorKind {
 pub struct ProviderError {
     kind: ProviderErrorKind,
     pub(crate) message: String,
+    /// Whether the request may succeed when sent again (a transport failure, HTTP 429 or 5xx),
+    /// as the retry loop judged it.
+    pub(crate) retryable: bool,
 }
 
 impl ProviderError {
@@ -28,6 +33,7 @@ impl ProviderError {
         Self {
             kind,
             message: message.into(),
+            retryable: kind == ProviderErrorKind::Transport,
         }
     }
 
@@ -38,6 +44,12 @@ impl ProviderError {
     /// The kind of failure.
     pub fn kind(&self) -> ProviderErrorKind {
         self.kind
+    }
+
+    /// Whether sending the request again later may succeed: a transport failure, a rate limit
+    /// (HTTP 429) or a server error (HTTP 5xx) that outlasted the retries.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
     }
 
     /// The message.
@@ -53,3 +65,18 @@ impl std::fmt::Display for ProviderError {
 }
 
 impl std::error::Error for ProviderError {}
+
+/// The runtime's view: a transport failure, a rate limit (HTTP 429) or a server error (HTTP
+/// 5xx) that outlasted the retries is [`Retryable`](ModelErrorKind::Retryable) later; anything
+/// else — a refusal, a malformed body, a configuration error — is
+/// [`Permanent`](ModelErrorKind::Permanent). The message is kept as is.
+impl From<ProviderError> for ModelError {
+    fn from(error: ProviderError) -> Self {
+        let kind = if error.retryable {
+            ModelErrorKind::Retryable
+        } else {
+            ModelErrorKind::Permanent
+        };
+        ModelError::new(kind, error.message)
+    }
+}

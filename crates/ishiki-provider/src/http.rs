@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ishiki_core::{Model, ModelResponse, Request};
+use ishiki_model::{Model, ModelError, ModelResponse, Request};
 use serde_json::{Value, json};
 
 use crate::anthropic::{ANTHROPIC, AnthropicOptions, parse_anthropic_response, render_anthropic};
@@ -255,6 +255,7 @@ impl HttpModel {
             };
             if !failure.retry || attempt >= self.config.max_retries {
                 let mut error = failure.error;
+                error.retryable = failure.retry;
                 if attempt > 0 {
                     error.message = format!("{} (after {} attempts)", error.message, attempt + 1);
                 }
@@ -458,10 +459,10 @@ fn describe(error: &reqwest::Error) -> String {
 
 #[async_trait::async_trait]
 impl Model for HttpModel {
-    async fn respond(&self, request: &Request) -> Result<ModelResponse, String> {
+    async fn respond(&self, request: &Request) -> Result<ModelResponse, ModelError> {
         self.send(request)
             .await
             .map(|parsed| parsed.response)
-            .map_err(|e| e.to_string())
+            .map_err(ModelError::from)
     }
 }

@@ -1,11 +1,11 @@
 //! `ishiki-provider`: Ishiki's provider-neutral request in the wire shapes of real model APIs.
 //!
-//! The runtime projects a [`Request`](ishiki_core::Request) for every step. This crate renders
+//! The runtime projects a [`Request`](ishiki_model::Request) for every step. This crate renders
 //! it for the OpenAI Chat Completions protocol ([`render_openai`]: OpenAI, vLLM, llama.cpp's
 //! server, Ollama, most gateways), for Anthropic's Messages API ([`render_anthropic`], with
 //! prompt-cache breakpoints where the prefix stays unchanged until the next pruning) and for
 //! OpenAI's Responses API ([`render_responses`]), and parses their responses back into the
-//! runtime's [`ModelResponse`](ishiki_core::ModelResponse) with stop reason, reasoning and token
+//! runtime's [`ModelResponse`](ishiki_model::ModelResponse) with stop reason, reasoning and token
 //! usage ([`parse_openai_response`], [`parse_anthropic_response`],
 //! [`parse_responses_response`]).
 //!
@@ -15,7 +15,7 @@
 //! or model, and reasoning before the first message the projection changed since the previous
 //! request ([`ReplayState`], [`reasoning_replay`]); once dropped, it stays out.
 //!
-//! [`HttpModel`] is the runtime's [`Model`](ishiki_core::Model) over HTTP (reqwest with rustls):
+//! [`HttpModel`] is the runtime's [`Model`](ishiki_model::Model) over HTTP (reqwest with rustls):
 //! base URL, API key from an environment variable, a timeout per attempt, and retries with
 //! exponential backoff (or the server's `retry-after`) on 429, 5xx and transport failures. It
 //! streams (server-sent events) when the server does: [`HttpModel::send_with`] hands text and
@@ -29,7 +29,7 @@
 //! # Example
 //!
 //! ```
-//! use ishiki_core::{Message, Part, Request, Role, ToolSpec};
+//! use ishiki_model::{Message, Part, Request, Role, ToolSpec};
 //! use ishiki_provider::{AnthropicOptions, OpenAiOptions, parse_anthropic_response, render_anthropic, render_openai};
 //! use serde_json::json;
 //!

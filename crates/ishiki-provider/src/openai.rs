@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use ishiki_core::{Message, ModelResponse, Part, Request, Role, ToolCall, Usage};
+use ishiki_model::{Message, ModelResponse, Part, Request, Role, ToolCall, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::common::{delta_text, has_text, media_marker};

@@ -1,7 +1,7 @@
 //! A parsed provider response: the runtime's model response plus stop reason and usage.
 
-use ishiki_core::ModelResponse;
-pub use ishiki_core::Usage;
+use ishiki_model::ModelResponse;
+pub use ishiki_model::Usage;
 use serde::{Deserialize, Serialize};
 
 use crate::common::ReplayReport;

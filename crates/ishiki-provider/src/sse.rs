@@ -5,7 +5,7 @@
 //! character or a `\r\n`), skips `:` comments (keep-alives) and yields complete events.
 //! [`StreamAssembler`] consumes them for one [`Protocol`]: it hands text and tool-call starts to
 //! a callback as they arrive and, at the end, builds the non-streaming response body, so the
-//! same parser makes the same [`ModelResponse`](ishiki_core::ModelResponse) either way. A stream
+//! same parser makes the same [`ModelResponse`](ishiki_model::ModelResponse) either way. A stream
 //! that ends before the API's end event is an error the caller retries: nothing half-received is
 //! ever committed.
 //!

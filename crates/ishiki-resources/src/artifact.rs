@@ -6,13 +6,11 @@
 //! its bytes never change, and concurrent writers of the same bytes leave one intact file.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use url::Url;
 
-use crate::{Error, ErrorKind, FileScheme};
+use crate::{Error, ErrorKind};
 
 /// Where immutable snapshots are kept. The outlet archives media and over-long text here.
 pub trait ArtifactStore: Send + Sync + std::fmt::Debug {
@@ -25,7 +23,7 @@ pub trait ArtifactStore: Send + Sync + std::fmt::Debug {
 }
 
 /// The artifact store on disk: `<root>/<tool>/<name>`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DiskArtifactStore {
     root: PathBuf,
 }
@@ -144,51 +142,6 @@ impl ArtifactStore for DiskArtifactStore {
                 io_error(url, &e)
             }
         })
-    }
-}
-
-#[async_trait]
-impl FileScheme for DiskArtifactStore {
-    fn scheme(&self) -> &str {
-        "artifact"
-    }
-
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
-        let mut bare = url.clone();
-        bare.set_query(None);
-        bare.set_fragment(None);
-        let store = DiskArtifactStore {
-            root: self.root.clone(),
-        };
-        crate::blocking(move || store.get(bare.as_str())).await
-    }
-
-    fn is_snapshot(&self) -> bool {
-        true
-    }
-}
-
-/// `artifact://` as a [`FileScheme`] over any [`ArtifactStore`], for
-/// [`ResourceCenter::register_file_scheme`](crate::ResourceCenter::register_file_scheme).
-#[derive(Debug, Clone)]
-pub struct ArtifactScheme(pub Arc<dyn ArtifactStore>);
-
-#[async_trait]
-impl FileScheme for ArtifactScheme {
-    fn scheme(&self) -> &str {
-        "artifact"
-    }
-
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
-        let mut bare = url.clone();
-        bare.set_query(None);
-        bare.set_fragment(None);
-        let store = Arc::clone(&self.0);
-        crate::blocking(move || store.get(bare.as_str())).await
-    }
-
-    fn is_snapshot(&self) -> bool {
-        true
     }
 }
 

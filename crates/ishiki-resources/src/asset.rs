@@ -7,16 +7,13 @@
 //! so a half-removed asset reads as gone.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use url::Url;
 use uuid::{Uuid, Variant, Version};
 
-use crate::path_safety::show;
-use crate::{Error, ErrorKind, FileScheme, sniff};
+use crate::url_text::show;
+use crate::{Error, ErrorKind, sniff};
 
 /// What the store knows about one asset; also its on-disk `<id>.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +68,7 @@ pub trait AssetStore: Send + Sync + std::fmt::Debug {
 }
 
 /// The asset store on disk.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DiskAssetStore {
     root: PathBuf,
 }
@@ -270,7 +267,7 @@ impl DiskAssetStore {
         }
     }
 
-    fn read_data(&self, id: &Uuid) -> Result<Vec<u8>, Error> {
+    pub(crate) fn read_data(&self, id: &Uuid) -> Result<Vec<u8>, Error> {
         let url = asset_url(id);
         // The metadata is linked last: without it the asset is not (or no longer) there.
         if !self.meta_path(id).exists() {
@@ -368,74 +365,6 @@ impl AssetStore for DiskAssetStore {
 
     fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error> {
         self.remove_expired(now, retention)
-    }
-}
-
-/// Runs [`AssetStore::cleanup`] every `interval` (the first run at once) with the wall clock,
-/// until the returned task is aborted. For `assets.cleanup.enabled` (RES-9).
-///
-/// Errors are retried at the next tick. An interval of zero counts as one millisecond.
-///
-/// # Panics
-///
-/// When called outside a tokio runtime.
-pub fn spawn_asset_cleanup(
-    store: Arc<dyn AssetStore>,
-    retention: Duration,
-    interval: Duration,
-) -> tokio::task::JoinHandle<()> {
-    let interval = interval.max(Duration::from_millis(1));
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            let store = Arc::clone(&store);
-            let _ =
-                tokio::task::spawn_blocking(move || store.cleanup(SystemTime::now(), retention))
-                    .await;
-        }
-    })
-}
-
-/// `asset://` as a [`FileScheme`] over any [`AssetStore`], for
-/// [`ResourceCenter::register_file_scheme`](crate::ResourceCenter::register_file_scheme).
-#[derive(Debug, Clone)]
-pub struct AssetScheme(pub Arc<dyn AssetStore>);
-
-#[async_trait]
-impl FileScheme for AssetScheme {
-    fn scheme(&self) -> &str {
-        "asset"
-    }
-
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
-        let id = asset_id(url.as_str())?;
-        let store = Arc::clone(&self.0);
-        crate::blocking(move || store.get(&id.to_string())).await
-    }
-
-    fn is_snapshot(&self) -> bool {
-        true
-    }
-}
-
-#[async_trait]
-impl FileScheme for DiskAssetStore {
-    fn scheme(&self) -> &str {
-        "asset"
-    }
-
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
-        let id = asset_id(url.as_str())?;
-        let store = DiskAssetStore {
-            root: self.root.clone(),
-        };
-        crate::blocking(move || store.read_data(&id)).await
-    }
-
-    fn is_snapshot(&self) -> bool {
-        true
     }
 }
 

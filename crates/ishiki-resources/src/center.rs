@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use url::Url;
 
 use crate::file_view::FileView;
-use crate::{Error, ErrorKind, FileScheme, ReadResult, ReadSource, SchemeHandler};
+use crate::{Error, ErrorKind, FileScheme, ReadResult, ReadSource, SchemeHandler, parse_url};
 
 /// Routes resource URLs to scheme handlers registered at run time.
 ///
@@ -87,28 +87,6 @@ impl ResourceCenter {
             )
         })
     }
-}
-
-/// Parses a resource URL, keeping query and fragment, with an error that quotes the input.
-pub fn parse_url(url: &str) -> Result<Url, Error> {
-    Url::parse(url).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidUrl,
-            format!("`{}` is not a valid URL: {e}", truncate_for_message(url)),
-        )
-    })
-}
-
-pub(crate) fn truncate_for_message(text: &str) -> String {
-    const MAX: usize = 200;
-    if text.len() <= MAX {
-        return text.to_owned();
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// Adapts a [`FileScheme`] to [`SchemeHandler`]: parameters, views, sniffing, read source.

@@ -6,8 +6,8 @@
 
 use url::Url;
 
-use crate::center::truncate_for_message;
 use crate::media::sniff;
+use crate::url_text::truncate_for_message;
 use crate::{Error, ErrorKind, ReadResult, ReadSource};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

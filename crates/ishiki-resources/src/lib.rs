@@ -107,36 +107,53 @@
 
 mod artifact;
 mod asset;
+#[cfg(feature = "center")]
 mod center;
 mod error;
+#[cfg(feature = "center")]
 mod file_view;
+#[cfg(feature = "center")]
 mod handler;
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "center")]
 mod local;
 mod media;
+#[cfg(feature = "center")]
 mod path_safety;
 mod read;
+#[cfg(feature = "center")]
+mod schemes;
+mod url_text;
+#[cfg(feature = "center")]
 mod workspace;
 
 pub use artifact::{
-    ArtifactScheme, ArtifactStore, DiskArtifactStore, artifact_key, artifact_name,
-    artifact_tool_component,
+    ArtifactStore, DiskArtifactStore, artifact_key, artifact_name, artifact_tool_component,
 };
 pub use asset::{
-    AssetMeta, AssetScheme, AssetStore, DiskAssetStore, asset_changed, asset_id, asset_not_found,
-    asset_url, new_asset_meta, spawn_asset_cleanup, uuid_v7_at,
+    AssetMeta, AssetStore, DiskAssetStore, asset_changed, asset_id, asset_not_found, asset_url,
+    new_asset_meta, uuid_v7_at,
 };
-pub use center::{ResourceCenter, parse_url, whole_text_source};
+#[cfg(feature = "center")]
+pub use center::{ResourceCenter, whole_text_source};
 pub use error::{Error, ErrorKind};
+#[cfg(feature = "center")]
 pub use handler::{FileScheme, SchemeHandler};
 #[cfg(feature = "http")]
 pub use http::{HttpOptions, HttpScheme};
+#[cfg(feature = "center")]
 pub use local::LocalScheme;
+#[cfg(feature = "image")]
+pub use media::check_image;
 pub use media::{
-    MediaInfo, UTF16BE, UTF16LE, check_image, extension_for, image_dimensions, media_type_of, sniff,
+    MediaInfo, UTF16BE, UTF16LE, extension_for, image_dimensions, media_type_of, sniff,
 };
 pub use read::{ReadResult, ReadSource};
+#[cfg(feature = "center")]
+pub use schemes::{ArtifactScheme, AssetScheme, spawn_asset_cleanup};
+pub use url_text::parse_url;
+#[cfg(feature = "center")]
 pub use workspace::{DEFAULT_MAX_READ_BYTES, WorkspaceScheme};
 
 use std::path::Path;
@@ -204,6 +221,7 @@ pub(crate) fn link_new_file(dir: &Path, target: &Path, bytes: &[u8]) -> std::io:
 
 /// Runs blocking file-system work off the async worker threads when a tokio runtime is there,
 /// inline otherwise.
+#[cfg(feature = "center")]
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<T, Error> {

@@ -1,7 +1,5 @@
 //! Media type from magic bytes, and image dimensions from the header without decoding.
 
-use std::io::Cursor;
-
 /// What the bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MediaInfo {
@@ -183,13 +181,122 @@ pub fn media_type_of(declared: &str, bytes: &[u8]) -> String {
     }
 }
 
-/// Width and height from the image header only: a decompression bomb answers in microseconds.
+/// Width and height of a PNG, JPEG, GIF or WebP image from its header only (no codec, so a
+/// decompression bomb answers in microseconds); `None` for other bytes, other formats and
+/// headers that are cut short or malformed. Zero is never a dimension.
 pub fn image_dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
-    image::ImageReader::new(Cursor::new(bytes))
-        .with_guessed_format()
-        .ok()?
-        .into_dimensions()
-        .ok()
+    let (width, height) = if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        png_dimensions(bytes)?
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        gif_dimensions(bytes)?
+    } else if bytes.starts_with(&[0xFF, 0xD8]) {
+        jpeg_dimensions(bytes)?
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        webp_dimensions(bytes)?
+    } else {
+        return None;
+    };
+    (width > 0 && height > 0).then_some((width, height))
+}
+
+fn be16(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from(u16::from_be_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+    ])))
+}
+
+fn le16(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from(u16::from_le_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+    ])))
+}
+
+fn le24(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+        *b.get(at + 2)?,
+        0,
+    ]))
+}
+
+/// The IHDR chunk comes first: length 13, type, width and height big-endian.
+fn png_dimensions(b: &[u8]) -> Option<(u32, u32)> {
+    if b.get(12..16)? != b"IHDR" {
+        return None;
+    }
+    let width = u32::from_be_bytes(b.get(16..20)?.try_into().ok()?);
+    let height = u32::from_be_bytes(b.get(20..24)?.try_into().ok()?);
+    Some((width, height))
+}
+
+/// The logical screen descriptor (7 bytes after the signature) must be whole.
+fn gif_dimensions(b: &[u8]) -> Option<(u32, u32)> {
+    if b.len() < 13 {
+        return None;
+    }
+    Some((le16(b, 6)?, le16(b, 8)?))
+}
+
+/// Walks the marker segments to the first start-of-frame (SOF0–SOF15 but DHT, JPG and DAC):
+/// length, precision, then height and width big-endian.
+fn jpeg_dimensions(b: &[u8]) -> Option<(u32, u32)> {
+    let mut at = 2;
+    loop {
+        if *b.get(at)? != 0xFF {
+            return None;
+        }
+        let mut marker = *b.get(at + 1)?;
+        while marker == 0xFF {
+            at += 1;
+            marker = *b.get(at + 1)?;
+        }
+        at += 2;
+        match marker {
+            // Markers without a length: TEM, RST0–7, SOI.
+            0x01 | 0xD0..=0xD8 => continue,
+            // End of image or start of scan before any frame header.
+            0xD9 | 0xDA => return None,
+            0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => {
+                if be16(b, at)? < 8 {
+                    return None;
+                }
+                return Some((be16(b, at + 5)?, be16(b, at + 3)?));
+            }
+            _ => {
+                let length = usize::try_from(be16(b, at)?).ok()?;
+                if length < 2 {
+                    return None;
+                }
+                at += length;
+            }
+        }
+    }
+}
+
+/// The first chunk says which: `VP8 ` (lossy: frame tag, start code, 14-bit sizes), `VP8L`
+/// (lossless: signature byte, 14-bit sizes minus one) or `VP8X` (extended: 24-bit sizes minus
+/// one).
+fn webp_dimensions(b: &[u8]) -> Option<(u32, u32)> {
+    match b.get(12..16)? {
+        b"VP8 " => {
+            if b.get(23..26)? != [0x9D, 0x01, 0x2A] {
+                return None;
+            }
+            Some((le16(b, 26)? & 0x3FFF, le16(b, 28)? & 0x3FFF))
+        }
+        b"VP8L" => {
+            if *b.get(20)? != 0x2F {
+                return None;
+            }
+            let bits = u32::from_le_bytes(b.get(21..25)?.try_into().ok()?);
+            Some(((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1))
+        }
+        b"VP8X" => Some((le24(b, 24)? + 1, le24(b, 27)? + 1)),
+        _ => None,
+    }
 }
 
 /// The file extension used for a media type in artifact names.
@@ -212,9 +319,11 @@ pub fn extension_for(media_type: &str) -> &'static str {
 
 /// Decodes an image fully, under limits, to tell a broken one from a good one (a valid header
 /// with garbage behind it has dimensions but cannot be shown). Images larger than
-/// `max_dimension` on a side are refused before any pixel is decoded.
+/// `max_dimension` on a side are refused before any pixel is decoded. Feature `image` (the
+/// PNG, JPEG, GIF and WebP codecs).
+#[cfg(feature = "image")]
 pub fn check_image(bytes: &[u8], max_dimension: u32) -> Result<(u32, u32), String> {
-    let mut reader = image::ImageReader::new(Cursor::new(bytes))
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| format!("the image cannot be read: {e}"))?;
     let mut limits = image::Limits::default();
@@ -226,4 +335,59 @@ pub fn check_image(bytes: &[u8], max_dimension: u32) -> Result<(u32, u32), Strin
         .decode()
         .map_err(|e| format!("the image is broken and cannot be decoded: {e}"))?;
     Ok((decoded.width(), decoded.height()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A RIFF/WEBP file whose first chunk is `kind` with `body`.
+    fn webp(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
+        let mut out = b"RIFF\0\0\0\0WEBP".to_vec();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(&u32::try_from(body.len()).expect("small").to_le_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// Lossy and extended WebP headers, which the test encoder cannot write (it writes
+    /// lossless only): sizes as the container specification lays them out.
+    #[test]
+    fn lossy_and_extended_webp_headers_give_their_sizes() {
+        // Frame tag (3 bytes), start code, then 14-bit width and height with 2 scale bits.
+        let mut lossy = vec![0x50, 0x01, 0x00, 0x9D, 0x01, 0x2A];
+        lossy.extend_from_slice(&(640u16 | 0x4000).to_le_bytes());
+        lossy.extend_from_slice(&480u16.to_le_bytes());
+        assert_eq!(image_dimensions(&webp(b"VP8 ", &lossy)), Some((640, 480)));
+        let mut bad_start = lossy.clone();
+        bad_start[3] = 0;
+        assert_eq!(image_dimensions(&webp(b"VP8 ", &bad_start)), None);
+        // Flags and reserved (4 bytes), then 24-bit width and height minus one.
+        let mut extended = vec![0x10, 0, 0, 0];
+        extended.extend_from_slice(&[0x1F, 0x03, 0x00]);
+        extended.extend_from_slice(&[0x0F, 0x27, 0x00]);
+        assert_eq!(
+            image_dimensions(&webp(b"VP8X", &extended)),
+            Some((800, 10_000))
+        );
+        assert_eq!(image_dimensions(&webp(b"VP8X", &extended[..5])), None);
+        assert_eq!(image_dimensions(&webp(b"ALPH", &extended)), None);
+    }
+
+    /// A JPEG's frame header may follow other segments and fill bytes; a scan or the end
+    /// before any frame header means no dimensions.
+    #[test]
+    fn jpeg_frame_headers_are_found_past_other_segments() {
+        let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0xAA, 0xBB, 0xFF, 0xFF];
+        jpeg.extend_from_slice(&[0xC2, 0x00, 0x11, 0x08, 0x01, 0x2C, 0x00, 0xC8, 0x03]);
+        assert_eq!(image_dimensions(&jpeg), Some((200, 300)));
+        let scan_first = [0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x08, 0x01, 0x2C, 0x00, 0xC8];
+        assert_eq!(image_dimensions(&scan_first), None);
+        let zero_length = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x00, 0xFF, 0xC0];
+        assert_eq!(image_dimensions(&zero_length), None);
+        let zero_width = [
+            0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 0x08, 0x00, 0x10, 0x00, 0x00,
+        ];
+        assert_eq!(image_dimensions(&zero_width), None);
+    }
 }

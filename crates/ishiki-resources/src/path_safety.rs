@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use percent_encoding::percent_decode_str;
 use url::Url;
 
-use crate::center::truncate_for_message;
+pub(crate) use crate::url_text::show;
 use crate::{Error, ErrorKind};
 
 /// Characters refused in a segment because they look like, or normalise (NFKC) to, `.`, `/`,
@@ -46,19 +46,6 @@ const LOOK_ALIKES: &[(char, &str)] = &[
     ('\u{FE6A}', "small percent sign"),
     ('\u{FF05}', "fullwidth percent sign"),
 ];
-
-/// The URL or path as shown in a message: control characters escaped, long text cut.
-pub(crate) fn show(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    truncate_for_message(&out)
-}
 
 fn escape(url: &str, why: impl std::fmt::Display) -> Error {
     Error::new(

@@ -63,7 +63,7 @@ impl Runtime {
                 self.execute().await
             }
             Err(reason) => {
-                self.abandon_failed(prepared, &reason);
+                self.abandon_failed(prepared, reason.message());
                 Err(RuntimeError::new(format!(
                     "the model request failed: {reason}"
                 )))

@@ -31,7 +31,7 @@ use crate::builtin::{self, Shared};
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::decode;
 use crate::message::{
-    DeltaEntry, MediaPart, Message, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
+    DeltaEntry, MediaPart, Message, Model, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
 };
 use crate::platform::{NullPlatform, Platform, VisionModel};
 use crate::profile::{Assembly, ToolCalling};
@@ -76,13 +76,6 @@ impl std::error::Error for RuntimeError {}
 
 fn err(context: &str) -> impl Fn(&dyn std::fmt::Display) -> RuntimeError + '_ {
     move |e| RuntimeError::new(format!("{context}: {e}"))
-}
-
-/// A model: request in, response out.
-#[async_trait::async_trait]
-pub trait Model: Send + Sync + std::fmt::Debug {
-    /// Answers one request.
-    async fn respond(&self, request: &Request) -> Result<ModelResponse, String>;
 }
 
 /// Builds a [`Runtime`]: the assembled profile, a state directory, and what to plug in.

@@ -1,8 +1,8 @@
 //! One table-driven test per PRJ requirement (ID in the name), as far as this crate reaches.
 
 use ishiki_projection::{
-    AttachmentConfig, AttachmentRecord, DeliveryState, Lifetime, Projection, Verdict,
-    effective_image_input,
+    AttachmentConfig, AttachmentRecord, DeliveryState, Lifetime, Projection, ProjectionInput,
+    SourceLink, Verdict, effective_image_input, project,
 };
 
 use super::world::{World, all_text, call, embedded, msg, reasons};
@@ -779,4 +779,63 @@ fn prj14_stable_order_ids_and_timestamps() {
     w.records.swap(0, 1);
     let ids: Vec<String> = w.project().messages.into_iter().map(|m| m.id).collect();
     assert_eq!(ids, ["att-call-c2", "att-call-c1"]);
+}
+
+/// A stranger builds records and inputs without spelling out every field: the constructors
+/// give the documented defaults, and what they give projects exactly like the literal form.
+#[test]
+fn constructors_give_the_documented_defaults() {
+    let source = SourceLink::ToolResult {
+        call_id: "c1".into(),
+    };
+    let record = AttachmentRecord::new("a1", source.clone(), "asset://x", "image/png", 2048)
+        .with_dimensions(800, 600)
+        .with_lifetime(Lifetime::Recent)
+        .at(7, "2025-01-01T00:00:00Z");
+    assert_eq!(
+        record,
+        AttachmentRecord {
+            id: "a1".into(),
+            source: source.clone(),
+            url: "asset://x".into(),
+            media_type: "image/png".into(),
+            bytes: 2048,
+            dimensions: Some((800, 600)),
+            lifetime: Lifetime::Recent,
+            seq: 7,
+            created_at: "2025-01-01T00:00:00Z".into(),
+        }
+    );
+    let bare = AttachmentRecord::new("a2", source, "asset://y", "image/png", 1);
+    assert_eq!(
+        (
+            bare.dimensions,
+            bare.lifetime,
+            bare.seq,
+            bare.created_at.as_str()
+        ),
+        (None, Lifetime::Once, 0, "")
+    );
+
+    let records = vec![record];
+    let state = DeliveryState::new();
+    let config = AttachmentConfig::default();
+    let built = project(&ProjectionInput::new(&records, &state, &config));
+    let literal = project(&ProjectionInput {
+        records: &records,
+        active: &|_| true,
+        verdict: &|_| Verdict::Available,
+        state: &state,
+        config: &config,
+        image_input: true,
+        audio_input: false,
+    });
+    assert_eq!(built, literal);
+    assert_eq!(embedded(&built), ["a1"], "{built:?}");
+    // A model without image input: the effective capability is off whatever the profile says.
+    let blind = project(&ProjectionInput::new(&records, &state, &config).model_input(false, false));
+    assert!(embedded(&blind).is_empty(), "{blind:?}");
+    // A source that left the context is not shown.
+    let gone = project(&ProjectionInput::new(&records, &state, &config).active(&|_| false));
+    assert!(gone.messages.is_empty());
 }

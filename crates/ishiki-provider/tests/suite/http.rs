@@ -4,7 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ishiki_core::{Durability, ModelsDoc, Part, Profile, Request, Runtime, assemble};
+use ishiki_core::{
+    Durability, Model, ModelErrorKind, ModelsDoc, Part, Profile, Request, Runtime, assemble,
+};
 use ishiki_provider::{HttpConfig, HttpModel, Protocol, ProviderErrorKind, StreamEvent};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -250,6 +252,61 @@ async fn http_500_fails_after_the_retries_with_a_clear_message() {
         )
     );
     assert_eq!(seen.lock().unwrap().len(), 3);
+}
+
+/// The runtime sees a typed [`ModelError`]: what outlasted the retries but may pass later
+/// (a server error, an unreachable endpoint) is retryable; a refusal or a malformed body is
+/// permanent. The message is the provider's, unchanged.
+#[tokio::test]
+async fn model_errors_say_whether_trying_again_may_help() {
+    let empty = Request {
+        tools: vec![],
+        messages: vec![],
+    };
+    let refusal =
+        json!({ "error": { "message": "image too large", "type": "invalid_request_error" } })
+            .to_string();
+    let overloaded = json!({ "error": { "message": "overloaded", "type": "server" } }).to_string();
+    let (url, _) = replay(vec![
+        (400, "", refusal),
+        (503, "", overloaded),
+        (200, "", "not json".to_owned()),
+    ])
+    .await;
+    let model = HttpModel::new(HttpConfig {
+        max_retries: 0,
+        ..config(Protocol::OpenAi, &url)
+    })
+    .unwrap();
+    let bad_request = model.respond(&empty).await.unwrap_err();
+    assert_eq!(bad_request.kind(), ModelErrorKind::Permanent);
+    assert_eq!(
+        bad_request.message(),
+        format!("{url}/chat/completions answered 400 Bad Request: image too large")
+    );
+    let unavailable = model.respond(&empty).await.unwrap_err();
+    assert_eq!(unavailable.kind(), ModelErrorKind::Retryable);
+    assert!(
+        unavailable.message().contains("answered 503"),
+        "{unavailable}"
+    );
+    let malformed = model.respond(&empty).await.unwrap_err();
+    assert_eq!(malformed.kind(), ModelErrorKind::Permanent);
+
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let unreachable = HttpModel::new(HttpConfig {
+        max_retries: 0,
+        ..config(Protocol::OpenAi, &format!("http://127.0.0.1:{port}"))
+    })
+    .unwrap();
+    let error = unreachable.respond(&empty).await.unwrap_err();
+    assert!(error.is_retryable(), "{error}");
+    assert!(error.message().starts_with("cannot reach "), "{error}");
 }
 
 #[tokio::test]

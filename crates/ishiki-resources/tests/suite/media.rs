@@ -164,6 +164,25 @@ fn res7_other_media_and_text() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
+    /// The header reader (no codec) agrees with the encoder on every size, in all four formats.
+    #[test]
+    fn res7_header_dimensions_match_the_encoded_size(
+        which in 0usize..4,
+        width in 1u32..300,
+        height in 1u32..300,
+    ) {
+        let format = [
+            image::ImageFormat::Png,
+            image::ImageFormat::Jpeg,
+            image::ImageFormat::Gif,
+            image::ImageFormat::WebP,
+        ][which];
+        prop_assert_eq!(
+            image_dimensions(&encode(format, width, height)),
+            Some((width, height))
+        );
+    }
+
     #[test]
     fn sec3_sniffing_mangled_images_never_panics(
         which in 0usize..4,

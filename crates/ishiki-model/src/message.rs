@@ -1,4 +1,5 @@
-//! The provider-neutral request: messages, parts and the tool list (docs/scenario-format.md's `request`).
+//! The provider-neutral request and response: messages, parts, the tool list, tool calls,
+//! reasoning and usage (the `request` of Ishiki's scenario format).
 //!
 //! These are the shapes a model adapter renders for a particular API and the shapes the
 //! scenario transcript prints, so their serde form is a contract.
