@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// A duration that is not of the form `<digits><s|m|h|d>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DurationError {
+pub(crate) struct DurationError {
     input: String,
 }
 
@@ -27,7 +27,7 @@ impl std::error::Error for DurationError {}
 
 /// Parses a `clock` step duration: a whole number and one unit, `s`, `m`, `h` or `d`
 /// (`"90s"`, `"31d"`).
-pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let bad = || DurationError {
         input: text.to_owned(),
     };

@@ -18,7 +18,7 @@ use crate::fixtures;
 use crate::scenario::ImageSpec;
 
 /// The fixture tool names docs/scenario-format.md defines.
-pub const FIXTURE_TOOLS: [&str; 6] = [
+pub(crate) const FIXTURE_TOOLS: [&str; 6] = [
     "write_file",
     "echo",
     "large_text",
@@ -33,14 +33,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A fixture tool by name.
 #[derive(Debug)]
-pub struct FixtureTool {
+pub(crate) struct FixtureTool {
     name: &'static str,
     resident: bool,
     workspace: Arc<WorkspaceScheme>,
 }
 
 /// Builds the fixture tool `name`, or `None` when no fixture has that name.
-pub fn fixture_tool(
+pub(crate) fn fixture_tool(
     name: &str,
     resident: bool,
     workspace: Arc<WorkspaceScheme>,
@@ -208,13 +208,13 @@ fn large_text(lines: u64, width: Option<u64>) -> String {
 
 /// A `define:` tool: its execute returns `{ "tool": NAME, "input": INPUT }`.
 #[derive(Debug)]
-pub struct DeclaredTool {
+pub(crate) struct DeclaredTool {
     def: ToolDef,
 }
 
 impl DeclaredTool {
     /// A declared tool from its definition.
-    pub fn new(def: ToolDef) -> Self {
+    pub(crate) fn new(def: ToolDef) -> Self {
         Self { def }
     }
 }
@@ -232,7 +232,7 @@ impl Tool for DeclaredTool {
 
 /// `example://large.text?lines=N` and `example://counter?lines=N`: dynamic, non-file text.
 #[derive(Debug, Default)]
-pub struct ExampleScheme {
+pub(crate) struct ExampleScheme {
     reads: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -282,13 +282,13 @@ impl SchemeHandler for ExampleScheme {
 
 /// Answers vision questions from the scenario's `vision` list, in order.
 #[derive(Debug)]
-pub struct ScriptedVision {
+pub(crate) struct ScriptedVision {
     answers: Mutex<VecDeque<Result<String, String>>>,
 }
 
 impl ScriptedVision {
     /// A vision model that gives these answers in order.
-    pub fn new(answers: Vec<Result<String, String>>) -> Self {
+    pub(crate) fn new(answers: Vec<Result<String, String>>) -> Self {
         Self {
             answers: Mutex::new(answers.into()),
         }
@@ -312,13 +312,13 @@ impl VisionModel for ScriptedVision {
 
 /// Collects what `send_message` sends, for `sent` events.
 #[derive(Debug, Default)]
-pub struct RecordingPlatform {
+pub(crate) struct RecordingPlatform {
     sent: Mutex<Vec<Outgoing>>,
 }
 
 impl RecordingPlatform {
     /// Takes everything sent since the last call.
-    pub fn drain(&self) -> Vec<Outgoing> {
+    pub(crate) fn drain(&self) -> Vec<Outgoing> {
         std::mem::take(&mut *lock(&self.sent))
     }
 }

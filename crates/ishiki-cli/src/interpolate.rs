@@ -273,7 +273,7 @@ enum Piece<'t> {
 }
 
 /// The text `r` points to in the events `lookup` knows.
-pub fn resolve_reference(
+pub(crate) fn resolve_reference(
     r: &Reference,
     lookup: &dyn EventLookup,
 ) -> Result<String, InterpolateError> {
@@ -336,7 +336,7 @@ pub fn resolve_reference(
 
 /// The call id of an input of exactly `{ $continue: "<id>" }`, `None` for any other input
 /// without a `$continue` key.
-pub fn continue_target(input: &Value) -> Result<Option<&str>, InterpolateError> {
+pub(crate) fn continue_target(input: &Value) -> Result<Option<&str>, InterpolateError> {
     let Value::Object(map) = input else {
         return Ok(None);
     };
@@ -363,7 +363,7 @@ pub fn continue_target(input: &Value) -> Result<Option<&str>, InterpolateError> 
 
 /// The continuation input of call `call_id`: `{ "url": <its continue.url> }`, or `None` when
 /// the call printed no result (it was itself dropped) or its `continue` is null.
-pub fn continuation_input(lookup: &dyn EventLookup, call_id: &str) -> Option<Value> {
+pub(crate) fn continuation_input(lookup: &dyn EventLookup, call_id: &str) -> Option<Value> {
     let url = lookup.get(call_id)?.get("continue")?.get("url")?.as_str()?;
     Some(serde_json::json!({ "url": url }))
 }

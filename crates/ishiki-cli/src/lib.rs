@@ -1,19 +1,18 @@
-//! `ishiki-cli`: the `ishiki scenario run` runner (docs/scenario-format.md v1) and its pieces.
+//! `ishiki-cli`: the `ishiki` binary — `scenario run` (docs/scenario-format.md v1), `chat`,
+//! `doctor`, `search-eval` — and the small library it is built from.
 //!
+//! The library surface is what the binary and the fuzz targets call, nothing more:
 //! * [`scenario`] loads and checks a scenario file; a malformed one yields a
 //!   [`scenario::ScenarioError`] naming the field, line and column (the CLI exits with 2).
-//! * [`fixtures`] generates the bytes of its files and images (real PNG, JPEG, GIF and
-//!   lossless WebP encodings, padded or corrupted on request).
-//! * [`clock`] parses `clock` step durations; the run's fake clock is `ishiki_core::ManualClock`,
-//!   so the runtime and the transcript read one clock and reruns are byte-identical.
-//! * [`interpolate`] resolves `${c1.continue.url}` references and `{ $continue: c1 }` inputs
-//!   against earlier events.
+//! * [`runner`] drives the real runtime with the scripted model; [`transcript`] holds the event
+//!   types and the JSON Lines writer (`--format pretty` renders the same events for a person).
 //! * [`chat`] is `ishiki chat`: a live session against an OpenAI- or Anthropic-style endpoint.
 //! * [`search_eval`] is `ishiki search-eval`: tool search quality on a user's own catalog.
-//! * [`runner`] drives the real runtime with the scripted model; [`fixture_tools`] holds the
-//!   fixture tools, dynamic `example://` schemes, scripted vision model and recording platform.
-//! * [`transcript`] holds the event types and the JSON Lines writer; [`pretty`] renders the
-//!   same events for a person (`--format pretty`).
+//!
+//! Inside (private): fixture generation (real PNG, JPEG, GIF and lossless WebP encodings, padded
+//! or corrupted on request), the fixture tools and scripted vision model, `clock` step durations
+//! (the run's fake clock is `ishiki_core::ManualClock`, so reruns are byte-identical), and
+//! `${c1.continue.url}` interpolation.
 //!
 //! # Example
 //!
@@ -43,11 +42,11 @@
 //! ```
 
 pub mod chat;
-pub mod clock;
-pub mod fixture_tools;
-pub mod fixtures;
-pub mod interpolate;
-pub mod pretty;
+mod clock;
+mod fixture_tools;
+mod fixtures;
+mod interpolate;
+mod pretty;
 pub mod runner;
 pub mod scenario;
 pub mod search_eval;

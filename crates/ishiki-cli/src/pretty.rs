@@ -15,7 +15,7 @@ use crate::transcript::{
 /// Renders one event, ending with a newline. Control characters other than newline and tab
 /// (a tool's output may carry terminal escape sequences) are shown escaped, as `\u{1b}`, so
 /// printing a transcript never drives the terminal (issue 13).
-pub fn render_event(event: &Event) -> String {
+pub(crate) fn render_event(event: &Event) -> String {
     escape_controls(&render_raw(event))
 }
 
@@ -77,8 +77,9 @@ fn render_raw(event: &Event) -> String {
     out
 }
 
-/// Renders a whole transcript.
-pub fn render(events: &[Event]) -> String {
+/// Renders a whole transcript (the runner renders event by event).
+#[cfg(test)]
+fn render(events: &[Event]) -> String {
     events.iter().map(render_event).collect()
 }
 
