@@ -25,6 +25,8 @@ pub const MAX_IMAGE_RENDERS_REMOVED: &str = "attachment.maxImageRenders was remo
 
 mod assemble;
 mod decode;
+mod decode_models;
+mod decode_profile;
 mod diagnostic;
 mod schema;
 #[cfg(test)]

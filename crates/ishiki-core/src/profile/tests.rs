@@ -1,5 +1,6 @@
 //! Unit tests of the private helpers; behaviour is tested in `tests/suite/assembly.rs`.
 
+use super::decode_profile::{ATTACHMENT_KEYS, ENABLE_KEYS};
 use super::*;
 
 #[test]
