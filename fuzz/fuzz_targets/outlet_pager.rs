@@ -15,7 +15,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(&data[3..]) else {
         return;
     };
-    let budget = Budget::new(lines, units);
+    let budget = Budget {
+        max_lines: lines,
+        max_units: units,
+    };
     let total = text.len() as u64;
     let mut offset = 0;
     let mut joined = String::new();

@@ -1,5 +1,6 @@
-//! `cargo xtask fuzz [--time S] [TARGET…]`: runs every cargo-fuzz target in `fuzz/` for `S`
-//! seconds each (default 60) and prints executions and findings per target.
+//! `cargo xtask fuzz [--time S] [--runs N] [TARGET…]`: runs every cargo-fuzz target in `fuzz/`
+//! for `S` seconds each (default 60) or until it has executed `N` inputs, whichever comes
+//! first (`--runs` alone lifts the time limit), and prints executions and findings per target.
 //!
 //! The machine has stable Rust only; cargo-fuzz passes nightly-only flags, so the runs set
 //! `RUSTC_BOOTSTRAP=1`. Targets build without a sanitizer (`--sanitizer none`): the code under
@@ -21,26 +22,44 @@ const TARGETS: [&str; 5] = [
     "scenario_yaml",
 ];
 
+/// When a run stops: after `seconds`, after `runs` executions, or at the first of both.
+#[derive(Clone, Copy)]
+struct Limit {
+    seconds: Option<u64>,
+    runs: Option<u64>,
+}
+
 /// What one run found.
 struct Outcome {
     target: &'static str,
     execs: Option<u64>,
+    seconds: f64,
     findings: usize,
     status: String,
 }
 
 pub(crate) fn fuzz(args: &[String]) -> Result<(), String> {
-    let mut seconds = 60_u64;
+    let mut seconds = None;
+    let mut runs = None;
     let mut chosen = Vec::new();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--time" => {
-                seconds = rest
-                    .next()
-                    .and_then(|s| s.parse().ok())
-                    .filter(|&s| s > 0)
-                    .ok_or("--time needs a whole number of seconds above 0")?;
+                seconds = Some(
+                    rest.next()
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .filter(|&s| s > 0)
+                        .ok_or("--time needs a whole number of seconds above 0")?,
+                );
+            }
+            "--runs" => {
+                runs = Some(
+                    rest.next()
+                        .and_then(|s| s.replace('_', "").parse::<u64>().ok())
+                        .filter(|&n| n > 0)
+                        .ok_or("--runs needs a whole number of executions above 0")?,
+                );
             }
             name => match TARGETS.iter().find(|t| **t == name) {
                 Some(target) => chosen.push(*target),
@@ -65,16 +84,34 @@ pub(crate) fn fuzz(args: &[String]) -> Result<(), String> {
     if !installed {
         return Err("cargo-fuzz is not installed: run `cargo install cargo-fuzz --locked`".into());
     }
+    // Build every target first, so a run's seconds are fuzzing, not compiling.
+    eprintln!("$ cargo fuzz build --sanitizer none");
+    let built = Command::new(&cargo)
+        .current_dir(&fuzz_dir)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .args(["fuzz", "build", "--sanitizer", "none"])
+        .status()
+        .map_err(|e| format!("cannot run cargo fuzz: {e}"))?;
+    if !built.success() {
+        return Err(format!("`cargo fuzz build` failed ({built})"));
+    }
+    let limit = Limit {
+        seconds: seconds.or(if runs.is_some() { None } else { Some(60) }),
+        runs,
+    };
     let mut outcomes = Vec::new();
     for target in chosen {
-        outcomes.push(run(&cargo, &fuzz_dir, target, seconds)?);
+        outcomes.push(run(&cargo, &fuzz_dir, target, limit)?);
     }
-    println!("{:<16} {:>14} {:>9}  status", "target", "execs", "findings");
+    println!(
+        "{:<16} {:>14} {:>9} {:>9}  status",
+        "target", "execs", "seconds", "findings"
+    );
     for o in &outcomes {
         let execs = o.execs.map_or_else(|| "?".to_owned(), |n| n.to_string());
         println!(
-            "{:<16} {:>14} {:>9}  {}",
-            o.target, execs, o.findings, o.status
+            "{:<16} {:>14} {:>9.0} {:>9}  {}",
+            o.target, execs, o.seconds, o.findings, o.status
         );
     }
     let found: usize = outcomes.iter().map(|o| o.findings).sum();
@@ -90,7 +127,7 @@ fn run(
     cargo: &str,
     fuzz_dir: &Path,
     target: &'static str,
-    seconds: u64,
+    limit: Limit,
 ) -> Result<Outcome, String> {
     let corpus = fuzz_dir.join("corpus").join(target);
     let seeds = fuzz_dir.join("seeds").join(target);
@@ -100,7 +137,15 @@ fn run(
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     let before = findings(&artifacts);
-    eprintln!("$ cargo fuzz run {target} (for {seconds} s)");
+    let mut stop = Vec::new();
+    if let Some(seconds) = limit.seconds {
+        stop.push(format!("-max_total_time={seconds}"));
+    }
+    if let Some(runs) = limit.runs {
+        stop.push(format!("-runs={runs}"));
+    }
+    eprintln!("$ cargo fuzz run {target} -- {}", stop.join(" "));
+    let started = std::time::Instant::now();
     let output = Command::new(cargo)
         .current_dir(fuzz_dir)
         .env("RUSTC_BOOTSTRAP", "1")
@@ -108,11 +153,12 @@ fn run(
         .arg(&corpus)
         .arg(&seeds)
         .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
+        .args(&stop)
         .arg(format!("-artifact_prefix={}/", artifacts.display()))
         .args(["-print_final_stats=1", "-timeout=10", "-rss_limit_mb=2048"])
         .output()
         .map_err(|e| format!("cannot run cargo fuzz: {e}"))?;
+    let seconds = started.elapsed().as_secs_f64();
     let log = String::from_utf8_lossy(&output.stderr);
     let execs = log.lines().rev().find_map(|l| {
         l.strip_prefix("stat::number_of_executed_units:")
@@ -134,6 +180,7 @@ fn run(
     Ok(Outcome {
         target,
         execs,
+        seconds,
         findings,
         status,
     })

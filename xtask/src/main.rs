@@ -8,7 +8,8 @@
 //! - `cargo xtask bench --scale [OPTIONS]`: many conversations per process and one long
 //!   conversation (`scale.rs`).
 //! - `cargo xtask search-eval`: tool search quality on the MCP corpus (hit@1, hit@5, MRR).
-//! - `cargo xtask fuzz [--time S] [TARGET…]`: the cargo-fuzz targets in `fuzz/`, S seconds each.
+//! - `cargo xtask fuzz [--time S] [--runs N] [TARGET…]`: the cargo-fuzz targets in `fuzz/`, for S
+//!   seconds or N executions each.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
 //!   `.tools/venv`) into the git-ignored `.tools/`; `cargo xtask tools --model` also fetches
@@ -46,7 +47,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools [--model] | search-eval | stress [--kills N] | fuzz [--time S] [TARGET…]"
+                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools [--model] | search-eval | stress [--kills N] | fuzz [--time S] [--runs N] [TARGET…]"
             );
             return ExitCode::from(2);
         }
