@@ -47,6 +47,35 @@ fn wordpiece_matches_the_bert_vocabulary() {
     assert_eq!(model.tokenize(&"word ".repeat(500)).len(), 128);
 }
 
+/// Embeddings computed outside Rust (token ids by the Hugging Face `tokenizers` library, the
+/// forward pass in numpy float64 over the same weights file; see the fixture's `how`).
+#[test]
+fn embeddings_match_an_independent_reference() {
+    let model = embedder();
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/minilm-reference.json"),
+    )
+    .expect("fixture");
+    let fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture is json");
+    let cases = fixture["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 5);
+    for case in cases {
+        let text = case["text"].as_str().expect("text");
+        let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).expect("ids");
+        let want: Vec<f32> = serde_json::from_value(case["embedding"].clone()).expect("vector");
+        assert_eq!(model.tokenize(text), ids, "token ids of {text:?}");
+        let got = model.embed(text).expect("embedding");
+        let similarity = cosine(&got, &want);
+        assert!(similarity >= 0.999, "{text:?}: cosine {similarity}");
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-3, "{text:?}: a coordinate is off by {worst}");
+    }
+}
+
 #[test]
 fn embeddings_are_unit_vectors_close_for_close_meanings() {
     let model = embedder();
