@@ -200,7 +200,13 @@ fn test() -> Result<(), String> {
 /// this collects them into one table.
 fn bench(filter: &[String]) -> Result<(), String> {
     let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut args = vec!["bench", "--workspace", "--bench", "bench", "--"];
+    let mut args = vec!["bench", "--workspace", "--bench", "bench"];
+    // The hybrid reranker's rows need the model `tools()` fetches.
+    let model = workspace_root().join(".tools").join(model::MODEL_DIR);
+    if model.join("model.safetensors").is_file() {
+        args.extend(["--features", "ishiki-toolsearch/semantic"]);
+    }
+    args.push("--");
     args.extend(filter.iter().map(String::as_str));
     eprintln!("$ cargo {}", args.join(" "));
     let output = Command::new(cargo_bin)

@@ -86,17 +86,63 @@ impl EmbeddingCache {
             .map_err(|e| model_error(format!("cannot write {}: {e}", path.display())))
     }
 
-    fn get_or_embed(&mut self, embedder: &Embedder, text: &str) -> Result<Vec<f32>, Error> {
-        let key = format!("{:016x}-{}", fnv(text), embedder.fingerprint);
-        if let Some(v) = self.entries.get(&key)
-            && v.len() == embedder.dim()
-        {
-            return Ok(v.clone());
+    fn key(embedder: &Embedder, text: &str) -> String {
+        format!("{:016x}-{}", fnv(text), embedder.fingerprint)
+    }
+
+    /// The vectors of `texts`, in order: cached ones as they are, the rest embedded on every
+    /// core (a text is independent of the others) and added to the cache.
+    fn get_or_embed_all(
+        &mut self,
+        embedder: &Embedder,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, Error> {
+        let dim = embedder.dim();
+        let mut missing: Vec<&String> = texts
+            .iter()
+            .filter(|t| {
+                self.entries
+                    .get(&Self::key(embedder, t))
+                    .is_none_or(|v| v.len() != dim)
+            })
+            .collect();
+        missing.sort();
+        missing.dedup();
+        let workers = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, 8);
+        let chunk = missing.len().div_ceil(workers).max(1);
+        let embedded: Vec<Result<Vec<Vec<f32>>, Error>> = std::thread::scope(|scope| {
+            let jobs: Vec<_> = missing
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().map(|t| embedder.embed(t)).collect()))
+                .collect();
+            jobs.into_iter()
+                .map(|job| {
+                    job.join()
+                        .unwrap_or_else(|_| Err(model_error("an embedding thread panicked")))
+                })
+                .collect()
+        });
+        let mut vectors = embedded.into_iter();
+        for part in missing.chunks(chunk) {
+            let part_vectors = vectors
+                .next()
+                .unwrap_or_else(|| Err(model_error("an embedding thread returned nothing")))?;
+            for (text, v) in part.iter().zip(part_vectors) {
+                self.entries.insert(Self::key(embedder, text), v);
+                self.changed = true;
+            }
         }
-        let v = embedder.embed(text)?;
-        self.entries.insert(key, v.clone());
-        self.changed = true;
-        Ok(v)
+        texts
+            .iter()
+            .map(|t| {
+                self.entries
+                    .get(&Self::key(embedder, t))
+                    .cloned()
+                    .ok_or_else(|| model_error("a tool text has no embedding"))
+            })
+            .collect()
     }
 }
 
@@ -119,10 +165,8 @@ impl HybridIndex {
         embedder: Arc<Embedder>,
         cache: &mut EmbeddingCache,
     ) -> Result<Self, Error> {
-        let mut vectors = Vec::with_capacity(defs.len() * embedder.dim());
-        for def in defs {
-            vectors.extend(cache.get_or_embed(&embedder, &tool_text(def))?);
-        }
+        let texts: Vec<String> = defs.iter().map(tool_text).collect();
+        let vectors = cache.get_or_embed_all(&embedder, &texts)?.concat();
         Ok(Self {
             lexical: ToolIndex::build(defs),
             names: defs.iter().map(|d| d.name.clone()).collect(),
