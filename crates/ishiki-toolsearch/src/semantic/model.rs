@@ -197,8 +197,14 @@ impl Embedder {
             heads,
             eps,
             dim,
-            fingerprint: format!("{size}-{dim}-{layers}"),
+            fingerprint: format!("{size}-{dim}-{layers}-{MAX_TOKENS}"),
         })
+    }
+
+    /// Whether `word` (lower-cased) is a whole word of the model's vocabulary, not only
+    /// sub-words.
+    pub fn knows_word(&self, word: &str) -> bool {
+        self.vocab.contains_key(&word.to_lowercase())
     }
 
     /// Dimensions of an embedding.

@@ -107,7 +107,8 @@ fn memory_and_linear() -> Vec<ToolDef> {
 fn hybrid_finds_tools_by_meaning_where_words_differ() {
     let tools = memory_and_linear();
     let mut cache = EmbeddingCache::default();
-    let index = HybridIndex::build(&tools, Arc::new(embedder()), &mut cache).unwrap();
+    let model = Arc::new(embedder());
+    let index = HybridIndex::build(&tools, model.clone(), &mut cache).unwrap();
     let lexical = ToolIndex::build(&tools);
     let queries: Vec<EvalQuery> = serde_json::from_str(
         r#"[
@@ -136,6 +137,10 @@ fn hybrid_finds_tools_by_meaning_where_words_differ() {
         "{:?}",
         hybrid.misses
     );
+    // Misspelt words mean nothing to the model; the lexical ranker's correction weighs more.
+    assert!(!model.knows_word("coment") && model.knows_word("Links"));
+    let hits = index.search("delte my coment on linear", 3).unwrap();
+    assert_eq!(hits[0].name, "linear_linear_delete_comment", "{hits:?}");
     // An exact name and `select:` still go first, as in the lexical index.
     let hits = index.search("slack_slack_post_message", 3).unwrap();
     assert_eq!(hits[0].name, "slack_slack_post_message");
