@@ -36,7 +36,7 @@ const PARAM_NODE_BUDGET: usize = 400;
 /// than SipHash on short words, which dominates indexing. Flooding protection buys nothing
 /// here: the keys are words of tool definitions the host chose to load.
 #[derive(Debug, Default, Clone, Copy)]
-struct FxHasher(u64);
+pub(crate) struct FxHasher(u64);
 
 impl Hasher for FxHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -64,7 +64,7 @@ impl Hasher for FxHasher {
     }
 }
 
-type FastHash = BuildHasherDefault<FxHasher>;
+pub(crate) type FastHash = BuildHasherDefault<FxHasher>;
 
 /// The default number of hits a search returns.
 pub const DEFAULT_K: usize = 5;
