@@ -66,13 +66,14 @@ fn embeddings_match_an_independent_reference() {
         assert_eq!(model.tokenize(text), ids, "token ids of {text:?}");
         let got = model.embed(text).expect("embedding");
         let similarity = cosine(&got, &want);
-        assert!(similarity >= 0.999, "{text:?}: cosine {similarity}");
+        // Measured: cosine ≥ 0.9999991, coordinates within 6e-7 (the fixture keeps 6 decimals).
+        assert!(similarity >= 0.9999, "{text:?}: cosine {similarity}");
         let worst = got
             .iter()
             .zip(&want)
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
-        assert!(worst < 1e-3, "{text:?}: a coordinate is off by {worst}");
+        assert!(worst < 1e-5, "{text:?}: a coordinate is off by {worst}");
     }
 }
 
