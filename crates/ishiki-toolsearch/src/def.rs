@@ -40,7 +40,7 @@ fn empty_object_schema() -> Value {
 
 impl ToolDef {
     /// A deferred tool with `name`, `description` and `input_schema`; set the other fields
-    /// directly.
+    /// directly or with the `with_*` methods.
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -54,6 +54,24 @@ impl ToolDef {
             resident: false,
             origin: None,
         }
+    }
+
+    /// The same tool with an output schema (builder style, like the methods below).
+    pub fn with_output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// The same tool with where it comes from, e.g. `mcp:everything`.
+    pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = Some(origin.into());
+        self
+    }
+
+    /// The same tool, resident (always in the catalog) or deferred (in the pool until found).
+    pub fn with_resident(mut self, resident: bool) -> Self {
+        self.resident = resident;
+        self
     }
 
     /// Checks the rules a definition must keep: a non-empty name without whitespace or control

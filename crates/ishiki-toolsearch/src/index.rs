@@ -36,7 +36,7 @@ const PARAM_NODE_BUDGET: usize = 400;
 /// than SipHash on short words, which dominates indexing. Flooding protection buys nothing
 /// here: the keys are words of tool definitions the host chose to load.
 #[derive(Debug, Default, Clone, Copy)]
-struct FxHasher(u64);
+pub(crate) struct FxHasher(u64);
 
 impl Hasher for FxHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -64,7 +64,7 @@ impl Hasher for FxHasher {
     }
 }
 
-type FastHash = BuildHasherDefault<FxHasher>;
+pub(crate) type FastHash = BuildHasherDefault<FxHasher>;
 
 /// The default number of hits a search returns.
 pub const DEFAULT_K: usize = 5;
@@ -359,6 +359,17 @@ impl ToolIndex {
 }
 
 impl ToolIndex {
+    /// Whether a word of `query` is unknown to the vocabulary but one or two edits from a
+    /// word in it (a likely typo the lexical ranker corrects and an embedding does not).
+    #[cfg(feature = "semantic")]
+    pub(crate) fn corrects_typos(&self, query: &str) -> bool {
+        query_groups(query).into_iter().any(|mut group| {
+            let before = group.len();
+            self.add_corrections(&mut group);
+            group.len() > before
+        })
+    }
+
     /// When the typed word of a group is not in the vocabulary, adds the vocabulary words one
     /// edit away (two for long words) at [`TYPO_WEIGHT`]: `screeshot` finds `screenshot`,
     /// `kuberntes` finds `kubernetes`.
@@ -578,6 +589,21 @@ mod tests {
 
     fn names(hits: &[Hit]) -> Vec<&str> {
         hits.iter().map(|h| h.name.as_str()).collect()
+    }
+
+    #[cfg(feature = "semantic")]
+    #[test]
+    fn typos_are_told_apart_from_known_and_short_words() {
+        let index = ToolIndex::build(&[tool(
+            "take_screenshot",
+            "Capture the visible page",
+            json!({}),
+        )]);
+        assert!(index.corrects_typos("take a screeshot"));
+        assert!(!index.corrects_typos("take a screenshot"));
+        // Too short to correct, and nothing one edit away.
+        assert!(!index.corrects_typos("pr for k8s"));
+        assert!(!index.corrects_typos("quarterly revenue"));
     }
 
     fn sample() -> ToolIndex {

@@ -4,6 +4,10 @@
 //! The same [`terms`] function runs over tool definitions and over queries, so whatever it does
 //! to a word happens on both sides; only the thesaurus expansion is query-side.
 
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use crate::index::FastHash;
 use crate::thesaurus::Thesaurus;
 
 /// Words that carry no meaning for finding a tool ("I want to …", "the", "please").
@@ -198,8 +202,13 @@ fn split_words(chunk: &str, camel: bool, mut emit: impl FnMut(&str)) {
 }
 
 pub(crate) fn is_stopword(word: &str) -> bool {
-    // Every stopword is short: most words are ruled out by length alone.
-    word.len() <= 10 && STOPWORDS.binary_search(&word).is_ok()
+    // Every stopword is short: most words are ruled out by length alone. A hash set, not a
+    // binary search: this runs for every word of every tool when an index is built.
+    static SET: OnceLock<HashSet<&'static str, FastHash>> = OnceLock::new();
+    word.len() <= 10
+        && SET
+            .get_or_init(|| STOPWORDS.iter().copied().collect())
+            .contains(word)
 }
 
 /// Appends `text` lower-cased to `out` (a fast path for ASCII, the common case).

@@ -261,3 +261,90 @@ fn ts3_an_empty_state_is_a_fresh_conversation() {
     assert_eq!(step.tools.len(), 6);
     assert!(step.delta.is_empty());
 }
+
+#[test]
+fn try_add_refuses_definitions_validate_rejects_and_they_never_reach_a_delta() {
+    let mut catalog = Catalog::with_toolsearch();
+    for bad in [
+        ToolDef::new("", "no name", json!({})),
+        ToolDef::new("has space", "a space", json!({})),
+        ToolDef::new("numbers", "schema is a number", json!(42)),
+    ] {
+        let name = bad.name.clone();
+        let err = catalog.try_add(bad).expect_err(&name);
+        assert_eq!(err.kind(), ishiki_toolsearch::ErrorKind::InvalidDefinition);
+    }
+    catalog
+        .try_add(tool("write_file", "Write a file into the workspace."))
+        .expect("a valid definition");
+    catalog.begin_step();
+    assert_eq!(catalog.search("space number name file", 5).len(), 1);
+    let step = catalog.begin_step();
+    assert_eq!(names(&step.delta), ["write_file"]);
+}
+
+#[test]
+fn peek_finds_without_changing_the_catalog() {
+    let mut catalog = journey();
+    catalog.begin_step();
+    let hits = catalog.peek("save a file", 5);
+    assert_eq!(hits[0].name, "write_file");
+    assert!(catalog.begin_step().delta.is_empty(), "nothing joined");
+    // The same query through `search` does change it.
+    assert_eq!(catalog.search("save a file", 5), hits);
+    assert_eq!(names(&catalog.begin_step().delta), ["write_file"]);
+}
+
+#[test]
+fn weak_hits_stay_in_the_pool_under_a_relative_score_floor() {
+    let build = |floor: f64| {
+        let mut catalog = Catalog::with_toolsearch();
+        catalog.set_min_relative_score(floor);
+        catalog.add(tool(
+            "write_file",
+            "Write text content to a file on disk; creates the file.",
+        ));
+        catalog.add(tool(
+            "http_get",
+            "Fetch a url; the response body as a file.",
+        ));
+        catalog.add(tool("send_email", "Send an email message."));
+        catalog
+    };
+    let everything = build(0.0).search("write text to a file", 5);
+    assert_eq!(everything.len(), 2, "{everything:?}");
+    assert!(
+        everything[1].score < everything[0].score * 0.5,
+        "{everything:?}"
+    );
+    let mut strict = build(0.5);
+    let hits = strict.search("write text to a file", 5);
+    assert_eq!(names_of(&hits), ["write_file"]);
+    assert_eq!(names(&strict.begin_step().delta), ["write_file"]);
+    // An explicit selection has score 0 everywhere and is never cut.
+    assert_eq!(strict.search("select:http_get,send_email", 5).len(), 2);
+}
+
+fn names_of(hits: &[ishiki_toolsearch::Hit]) -> Vec<&str> {
+    hits.iter().map(|h| h.name.as_str()).collect()
+}
+
+#[test]
+fn tool_def_builder_and_named_catalog_constructors() {
+    let def = ToolDef::new("get", "Fetch a url", json!({"type": "object"}))
+        .with_origin("mcp:web")
+        .with_output_schema(json!({"type": "string"}))
+        .with_resident(true);
+    assert_eq!(def.origin.as_deref(), Some("mcp:web"));
+    assert_eq!(def.output_schema, Some(json!({"type": "string"})));
+    assert!(def.resident);
+    assert!(Catalog::with_toolsearch().is_enabled());
+    let mut plain = Catalog::without_toolsearch();
+    assert!(!plain.is_enabled());
+    plain.add(def.with_resident(false));
+    assert_eq!(
+        names(&plain.begin_step().tools),
+        ["get"],
+        "no pool: offered at once"
+    );
+}

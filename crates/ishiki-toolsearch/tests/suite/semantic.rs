@@ -47,6 +47,36 @@ fn wordpiece_matches_the_bert_vocabulary() {
     assert_eq!(model.tokenize(&"word ".repeat(500)).len(), 128);
 }
 
+/// Embeddings computed outside Rust (token ids by the Hugging Face `tokenizers` library, the
+/// forward pass in numpy float64 over the same weights file; see the fixture's `how`).
+#[test]
+fn embeddings_match_an_independent_reference() {
+    let model = embedder();
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/minilm-reference.json"),
+    )
+    .expect("fixture");
+    let fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture is json");
+    let cases = fixture["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 5);
+    for case in cases {
+        let text = case["text"].as_str().expect("text");
+        let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).expect("ids");
+        let want: Vec<f32> = serde_json::from_value(case["embedding"].clone()).expect("vector");
+        assert_eq!(model.tokenize(text), ids, "token ids of {text:?}");
+        let got = model.embed(text).expect("embedding");
+        let similarity = cosine(&got, &want);
+        // Measured: cosine ≥ 0.9999991, coordinates within 6e-7 (the fixture keeps 6 decimals).
+        assert!(similarity >= 0.9999, "{text:?}: cosine {similarity}");
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-5, "{text:?}: a coordinate is off by {worst}");
+    }
+}
+
 #[test]
 fn embeddings_are_unit_vectors_close_for_close_meanings() {
     let model = embedder();
@@ -78,7 +108,8 @@ fn memory_and_linear() -> Vec<ToolDef> {
 fn hybrid_finds_tools_by_meaning_where_words_differ() {
     let tools = memory_and_linear();
     let mut cache = EmbeddingCache::default();
-    let index = HybridIndex::build(&tools, Arc::new(embedder()), &mut cache).unwrap();
+    let model = Arc::new(embedder());
+    let index = HybridIndex::build(&tools, model.clone(), &mut cache).unwrap();
     let lexical = ToolIndex::build(&tools);
     let queries: Vec<EvalQuery> = serde_json::from_str(
         r#"[
@@ -107,6 +138,10 @@ fn hybrid_finds_tools_by_meaning_where_words_differ() {
         "{:?}",
         hybrid.misses
     );
+    // Misspelt words mean nothing to the model; the lexical ranker's correction weighs more.
+    assert!(!model.knows_word("coment") && model.knows_word("Links"));
+    let hits = index.search("delte my coment on linear", 3).unwrap();
+    assert_eq!(hits[0].name, "linear_linear_delete_comment", "{hits:?}");
     // An exact name and `select:` still go first, as in the lexical index.
     let hits = index.search("slack_slack_post_message", 3).unwrap();
     assert_eq!(hits[0].name, "slack_slack_post_message");

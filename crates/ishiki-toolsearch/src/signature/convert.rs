@@ -1,139 +1,22 @@
-//! TypeScript declarations of tools, generated from their JSON Schemas (TS-4).
-//!
-//! A schema is first converted into a small TypeScript type tree, then printed: short objects
-//! and unions on one line, longer ones indented, descriptions as JSDoc. Local `$ref`s to
-//! `#/$defs/…` and `#/definitions/…` become named `type` declarations, emitted once (also
-//! across the tools of one [`signatures`] call, when their definitions are identical) and safe
-//! under recursion. Property order does not depend on how the JSON map was built: required
-//! properties in `required` order, then the optional ones by name.
+//! From JSON Schema to the type tree: objects, arrays, unions, literals and local `$ref`s
+//! (named declarations, emitted once and safe under recursion), and the [`Renderer`] that
+//! turns a tool into its method declaration.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
+use super::print::{after_colon, doc_lines, jsdoc, print, print_open, text_lines};
+use super::{
+    FINGERPRINT_BUDGET, MAX_DEPTH, METHOD_WIDTH, Prop, Ty, UNKNOWN, is_generic, is_identifier,
+    quote, union,
+};
 use crate::def::ToolDef;
 use crate::index::resolve_ref;
 
-/// Deeper schemas print as `unknown` (a guard against pathological input, not a real limit).
-const MAX_DEPTH: usize = 32;
-/// An object or union printed on one line stays at most this long.
-const INLINE_WIDTH: usize = 64;
-/// A method declared on one line stays at most this long.
-const METHOD_WIDTH: usize = 100;
-/// A one-line JSDoc comment stays at most this long.
-const DOC_WIDTH: usize = 100;
-/// A bound on schema nodes visited when comparing definitions.
-const FINGERPRINT_BUDGET: usize = 10_000;
-
-/// The TypeScript declaration of one tool: named types its schemas need, then the method with
-/// the tool's description as JSDoc:
-///
-/// ```text
-/// /** Write a file into the workspace. */
-/// tools.write_file(input: {
-///   /** Absolute path */
-///   path: string;
-///   content: string;
-/// }): Promise<unknown>;
-/// ```
-///
-/// The output type is `unknown` when the tool has no output schema; a name that is not a
-/// JavaScript identifier is called as `tools["a-b"](…)`.
-pub fn signature(def: &ToolDef) -> String {
-    signatures([def])
-}
-
-/// The declarations of several tools as one text: shared named types once, then each tool's
-/// method, separated by blank lines.
-pub fn signatures<'a>(defs: impl IntoIterator<Item = &'a ToolDef>) -> String {
-    let mut renderer = Renderer::default();
-    let methods: Vec<String> = defs.into_iter().map(|d| renderer.method(d)).collect();
-    let mut blocks: Vec<String> = renderer
-        .decls
-        .into_iter()
-        .filter(|d| !d.is_empty())
-        .collect();
-    blocks.extend(methods);
-    blocks.join("\n\n")
-}
-
-/// Whether `name` can follow a `.` in JavaScript (ASCII identifiers only, to stay unambiguous).
-pub(crate) fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-}
-
-/// A JSON string literal, which is also a valid TypeScript string literal.
-fn quote(text: &str) -> String {
-    // Serializing a `&str` cannot fail: there is no map key or I/O involved.
-    serde_json::to_string(text).unwrap_or_default()
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Ty {
-    Prim(&'static str),
-    Lit(String),
-    Named(String),
-    Array(Box<Ty>),
-    Tuple(Vec<Ty>, Option<Box<Ty>>),
-    Object(Vec<Prop>, Option<Box<Ty>>),
-    Union(Vec<Ty>),
-    Inter(Vec<Ty>),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-struct Prop {
-    key: String,
-    optional: bool,
-    ty: Ty,
-    doc: Vec<String>,
-}
-
-const UNKNOWN: Ty = Ty::Prim("unknown");
-
-fn union(members: Vec<Ty>) -> Ty {
-    let mut flat: Vec<Ty> = Vec::new();
-    let mut has_null = false;
-    for m in members {
-        let parts = match m {
-            Ty::Union(inner) => inner,
-            other => vec![other],
-        };
-        for p in parts {
-            match p {
-                Ty::Prim("unknown") => return UNKNOWN,
-                Ty::Prim("never") => {}
-                Ty::Prim("null") => has_null = true,
-                p if !flat.contains(&p) => flat.push(p),
-                _ => {}
-            }
-        }
-    }
-    if has_null {
-        flat.push(Ty::Prim("null"));
-    }
-    match flat.len() {
-        0 => Ty::Prim("never"),
-        1 => flat.pop().unwrap_or(UNKNOWN),
-        _ => Ty::Union(flat),
-    }
-}
-
-/// A part of an intersection that adds nothing next to a more specific one.
-fn is_generic(ty: &Ty) -> bool {
-    match ty {
-        Ty::Prim("unknown") => true,
-        Ty::Object(props, Some(index)) => props.is_empty() && **index == UNKNOWN,
-        _ => false,
-    }
-}
-
 /// One schema document being rendered: the root `$ref`s resolve against, and the names its
 /// definitions got.
-struct Root<'a> {
+pub(super) struct Root<'a> {
     schema: &'a Value,
     /// The type name `#` gets if something refers to the root.
     self_name: String,
@@ -142,15 +25,15 @@ struct Root<'a> {
 }
 
 #[derive(Default)]
-struct Renderer {
+pub(super) struct Renderer {
     /// Rendered `type` declarations, in the order their names were first needed.
-    decls: Vec<String>,
+    pub(super) decls: Vec<String>,
     /// Declared names and the fingerprint of the definition behind each.
     taken: HashMap<String, String>,
 }
 
 impl Renderer {
-    fn method(&mut self, def: &ToolDef) -> String {
+    pub(super) fn method(&mut self, def: &ToolDef) -> String {
         let pascal = pascal_case(&def.name);
         let input = self.root_ty(&def.input_schema, format!("{pascal}Input"));
         let output = match &def.output_schema {
@@ -447,7 +330,7 @@ impl Renderer {
 }
 
 /// Whether a schema says something about the shape of a value (not only constraints).
-fn has_shape(schema: &Value) -> bool {
+pub(super) fn has_shape(schema: &Value) -> bool {
     match schema {
         Value::Bool(_) => true,
         Value::Object(m) => {
@@ -475,7 +358,7 @@ fn has_shape(schema: &Value) -> bool {
 }
 
 /// A literal type for a JSON value (`const`, `enum`).
-fn literal(value: &Value, depth: usize) -> Ty {
+pub(super) fn literal(value: &Value, depth: usize) -> Ty {
     if depth > MAX_DEPTH {
         return UNKNOWN;
     }
@@ -506,7 +389,7 @@ fn literal(value: &Value, depth: usize) -> Ty {
 
 /// Identifies a definition with everything it refers to, so two schemas that declare the same
 /// `$defs` entry (common across one MCP server's tools) share one declaration.
-fn fingerprint(root: &Value, pointer: &str) -> String {
+pub(super) fn fingerprint(root: &Value, pointer: &str) -> String {
     let mut seen: BTreeMap<String, &Value> = BTreeMap::new();
     let mut stack = vec![pointer.to_owned()];
     let mut budget = FINGERPRINT_BUDGET;
@@ -523,7 +406,7 @@ fn fingerprint(root: &Value, pointer: &str) -> String {
     serde_json::to_string(&seen).unwrap_or_default()
 }
 
-fn collect_refs(value: &Value, out: &mut Vec<String>, budget: &mut usize) {
+pub(super) fn collect_refs(value: &Value, out: &mut Vec<String>, budget: &mut usize) {
     if *budget == 0 {
         return;
     }
@@ -551,7 +434,7 @@ fn collect_refs(value: &Value, out: &mut Vec<String>, budget: &mut usize) {
 }
 
 /// Words of a name joined in PascalCase: `write_file` → `WriteFile`.
-fn pascal_case(name: &str) -> String {
+pub(super) fn pascal_case(name: &str) -> String {
     let mut out = String::new();
     for word in name
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -571,7 +454,7 @@ fn pascal_case(name: &str) -> String {
 
 /// A type name for a `$defs` key: the key itself when it is an identifier that does not shadow
 /// a type this output uses, else its words in PascalCase.
-fn type_name(key: &str) -> String {
+pub(super) fn type_name(key: &str) -> String {
     const RESERVED: &[&str] = &[
         "any",
         "Array",
@@ -599,324 +482,5 @@ fn type_name(key: &str) -> String {
         format!("{name}Type")
     } else {
         name
-    }
-}
-
-/// The lines of a description: trailing spaces and surrounding blank lines removed.
-fn text_lines(text: &str) -> Vec<String> {
-    let lines: Vec<String> = text.lines().map(|l| l.trim_end().to_owned()).collect();
-    let start = lines
-        .iter()
-        .position(|l| !l.is_empty())
-        .unwrap_or(lines.len());
-    let end = lines
-        .iter()
-        .rposition(|l| !l.is_empty())
-        .map_or(start, |e| e + 1);
-    lines[start..end].to_vec()
-}
-
-/// JSDoc lines for a schema: its description, then what the type cannot say (format,
-/// encoding, default, bounds, pattern, deprecation).
-fn doc_lines(schema: &Value) -> Vec<String> {
-    let Some(m) = schema.as_object() else {
-        return Vec::new();
-    };
-    let mut lines = m
-        .get("description")
-        .and_then(Value::as_str)
-        .map(text_lines)
-        .unwrap_or_default();
-    for key in ["format", "contentEncoding", "contentMediaType", "pattern"] {
-        if let Some(v) = m.get(key).and_then(Value::as_str) {
-            lines.push(format!("@{key} {v}"));
-        }
-    }
-    for key in [
-        "minimum",
-        "exclusiveMinimum",
-        "maximum",
-        "exclusiveMaximum",
-        "minLength",
-        "maxLength",
-        "minItems",
-        "maxItems",
-    ] {
-        if let Some(v) = m.get(key).filter(|v| v.is_number()) {
-            lines.push(format!("@{key} {v}"));
-        }
-    }
-    if let Some(v) = m.get("default") {
-        lines.push(format!("@default {v}"));
-    }
-    if m.get("deprecated").and_then(Value::as_bool) == Some(true) {
-        lines.push("@deprecated".to_owned());
-    }
-    lines
-}
-
-fn indent(level: usize) -> String {
-    "  ".repeat(level)
-}
-
-/// A JSDoc block at `level`, ending in a newline; empty for no lines.
-fn jsdoc(lines: &[String], level: usize) -> String {
-    if lines.is_empty() {
-        return String::new();
-    }
-    let pad = indent(level);
-    let escaped: Vec<String> = lines.iter().map(|l| l.replace("*/", "*\\/")).collect();
-    if let [line] = escaped.as_slice() {
-        let one = format!("{pad}/** {line} */\n");
-        if one.len() <= DOC_WIDTH + 1 {
-            return one;
-        }
-    }
-    let mut out = format!("{pad}/**\n");
-    for line in &escaped {
-        if line.is_empty() {
-            out.push_str(&format!("{pad} *\n"));
-        } else {
-            out.push_str(&format!("{pad} * {line}\n"));
-        }
-    }
-    out.push_str(&format!("{pad} */\n"));
-    out
-}
-
-/// What follows a `:` or `=`: a space, unless the printed type starts on its own line.
-fn after_colon(printed: &str) -> String {
-    if printed.starts_with('\n') {
-        printed.to_owned()
-    } else {
-        format!(" {printed}")
-    }
-}
-
-fn key_text(key: &str) -> String {
-    if is_identifier(key) {
-        key.to_owned()
-    } else {
-        quote(key)
-    }
-}
-
-fn needs_parens(ty: &Ty) -> bool {
-    matches!(ty, Ty::Union(_) | Ty::Inter(_))
-}
-
-/// The type on one line, or `None` when it is too long or carries comments.
-fn inline(ty: &Ty) -> Option<String> {
-    let text = match ty {
-        Ty::Prim(p) => (*p).to_owned(),
-        Ty::Lit(l) | Ty::Named(l) => l.clone(),
-        Ty::Array(inner) => {
-            let inner_text = inline(inner)?;
-            if needs_parens(inner) {
-                format!("({inner_text})[]")
-            } else {
-                format!("{inner_text}[]")
-            }
-        }
-        Ty::Tuple(items, rest) => {
-            let mut parts = items.iter().map(inline).collect::<Option<Vec<_>>>()?;
-            if let Some(rest) = rest {
-                let r = inline(&Ty::Array(rest.clone()))?;
-                parts.push(format!("...{r}"));
-            }
-            format!("[{}]", parts.join(", "))
-        }
-        Ty::Object(props, index) => {
-            if props.iter().any(|p| !p.doc.is_empty()) {
-                return None;
-            }
-            if props.is_empty() {
-                return Some(match index {
-                    Some(t) => format!("Record<string, {}>", inline(t)?),
-                    None => "{}".to_owned(),
-                });
-            }
-            let mut parts = Vec::new();
-            for p in props {
-                let opt = if p.optional { "?" } else { "" };
-                parts.push(format!("{}{opt}: {}", key_text(&p.key), inline(&p.ty)?));
-            }
-            if let Some(t) = index {
-                parts.push(format!("[key: string]: {}", inline(t)?));
-            }
-            format!("{{ {} }}", parts.join("; "))
-        }
-        Ty::Union(members) => members
-            .iter()
-            .map(inline)
-            .collect::<Option<Vec<_>>>()?
-            .join(" | "),
-        Ty::Inter(members) => {
-            let parts = members
-                .iter()
-                .map(|m| inline(m).map(|t| if needs_parens(m) { format!("({t})") } else { t }))
-                .collect::<Option<Vec<_>>>()?;
-            parts.join(" & ")
-        }
-    };
-    (text.len() <= INLINE_WIDTH || matches!(ty, Ty::Prim(_) | Ty::Lit(_) | Ty::Named(_)))
-        .then_some(text)
-}
-
-/// Like [`print`], but an object with properties is always written one property a line.
-fn print_open(ty: &Ty, level: usize) -> String {
-    match ty {
-        Ty::Object(props, _) if !props.is_empty() => print_lines(ty, level),
-        _ => print(ty, level),
-    }
-}
-
-/// The type as text whose continuation lines are indented for `level`. A long union starts
-/// with a newline and puts each member on its own `| ` line.
-fn print(ty: &Ty, level: usize) -> String {
-    match inline(ty) {
-        Some(text) => text,
-        None => print_lines(ty, level),
-    }
-}
-
-/// The multi-line form of a type (scalars, which have none, print inline).
-fn print_lines(ty: &Ty, level: usize) -> String {
-    match ty {
-        Ty::Prim(_) | Ty::Lit(_) | Ty::Named(_) => inline(ty).unwrap_or_default(),
-        Ty::Array(inner) => {
-            let text = print(inner, level);
-            if needs_parens(inner) {
-                format!("({text})[]")
-            } else {
-                format!("{text}[]")
-            }
-        }
-        Ty::Tuple(items, rest) => {
-            let pad = indent(level + 1);
-            let mut out = "[\n".to_owned();
-            for item in items {
-                out.push_str(&format!(
-                    "{pad}{},\n",
-                    print(item, level + 1).trim_start_matches('\n')
-                ));
-            }
-            if let Some(rest) = rest {
-                out.push_str(&format!(
-                    "{pad}...{},\n",
-                    print(&Ty::Array(rest.clone()), level + 1)
-                ));
-            }
-            out.push_str(&indent(level));
-            out.push(']');
-            out
-        }
-        Ty::Object(props, index) => {
-            let pad = indent(level + 1);
-            let mut out = "{\n".to_owned();
-            for p in props {
-                out.push_str(&jsdoc(&p.doc, level + 1));
-                let opt = if p.optional { "?" } else { "" };
-                let value = print(&p.ty, level + 1);
-                out.push_str(&format!(
-                    "{pad}{}{opt}:{};\n",
-                    key_text(&p.key),
-                    after_colon(&value)
-                ));
-            }
-            if let Some(t) = index {
-                let value = print(t, level + 1);
-                out.push_str(&format!("{pad}[key: string]:{};\n", after_colon(&value)));
-            }
-            out.push_str(&indent(level));
-            out.push('}');
-            out
-        }
-        Ty::Union(members) => {
-            let pad = indent(level + 1);
-            let mut out = String::new();
-            for m in members {
-                // A member's own lines sit under the member, past its `| `.
-                let text = print(m, level + 2);
-                let text = text.trim_start_matches('\n');
-                if needs_parens(m) {
-                    out.push_str(&format!("\n{pad}| ({text})"));
-                } else {
-                    out.push_str(&format!("\n{pad}| {text}"));
-                }
-            }
-            out
-        }
-        Ty::Inter(members) => members
-            .iter()
-            .map(|m| {
-                let text = print(m, level);
-                if needs_parens(m) {
-                    format!("({}\n{})", text, indent(level))
-                } else {
-                    text
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" & "),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn sig(schema: Value) -> String {
-        signature(&ToolDef::new("t", "", schema))
-    }
-
-    #[test]
-    fn ts4_identifiers_and_bracket_names() {
-        assert!(is_identifier("write_file"));
-        assert!(is_identifier("$x1"));
-        assert!(!is_identifier("a-b"));
-        assert!(!is_identifier("1a"));
-        assert!(!is_identifier(""));
-        let def = ToolDef::new(
-            "github.create-issue",
-            "",
-            json!({"type":"object","properties":{}}),
-        );
-        assert_eq!(
-            signature(&def),
-            r#"tools["github.create-issue"](input: {}): Promise<unknown>;"#
-        );
-    }
-
-    #[test]
-    fn ts4_unions_dedupe_and_put_null_last() {
-        assert_eq!(
-            sig(
-                json!({"type":"object","properties":{"a":{"type":["null","string","string"]}},"required":["a"]})
-            ),
-            "tools.t(input: { a: string | null }): Promise<unknown>;"
-        );
-        assert_eq!(
-            sig(json!({"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{}]}}})),
-            "tools.t(input: { a?: unknown }): Promise<unknown>;"
-        );
-    }
-
-    #[test]
-    fn ts4_recursion_terminates() {
-        let text = sig(json!({"type":"object","properties":{"child":{"$ref":"#"}},
-            "$defs":{"A":{"$ref":"#/$defs/A"},"B":{"properties":{"b":{"$ref":"#/properties/child/x"}}}}}));
-        assert!(text.contains("type TInput"));
-        let text = sig(json!({"$ref":"#/$defs/A","$defs":{"A":{"$ref":"#/$defs/A"}}}));
-        assert_eq!(text, "type A = A;\n\ntools.t(input: A): Promise<unknown>;");
-    }
-
-    #[test]
-    fn ts4_comments_cannot_be_closed_early() {
-        let text = sig(
-            json!({"type":"object","properties":{"a":{"type":"string","description":"ends */ here"}}}),
-        );
-        assert!(text.contains("ends *\\/ here"));
     }
 }

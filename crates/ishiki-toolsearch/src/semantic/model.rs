@@ -1,0 +1,336 @@
+//! The sentence-embedding model: all-MiniLM-L6-v2 (or another BERT of the same layout) loaded
+//! from a sentence-transformers export, a plain WordPiece tokenizer over its vocabulary (no
+//! `tokenizers` crate: lower-cased, split on whitespace and punctuation, longest-match-first
+//! sub-words), and the encoder's forward pass with mean pooling and unit length.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::math::{Linear, attention, gelu, layer_norm};
+use super::model_error;
+use super::safetensors::{self, Tensor};
+use crate::error::Error;
+
+/// Tokens per text, `[CLS]` and `[SEP]` included (the model's own truncation).
+pub const MAX_TOKENS: usize = 128;
+
+#[derive(Debug)]
+struct Norm {
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+#[derive(Debug)]
+struct Layer {
+    /// Query, key and value weights stacked into one layer of three times the width.
+    qkv: Linear,
+    out: Linear,
+    norm1: Norm,
+    up: Linear,
+    down: Linear,
+    norm2: Norm,
+}
+
+/// A loaded sentence-embedding model: text in, unit-length vector out.
+pub struct Embedder {
+    vocab: HashMap<String, u32>,
+    unk: u32,
+    cls: u32,
+    sep: u32,
+    /// Word embeddings, `dim` floats per vocabulary entry.
+    word: Vec<f32>,
+    /// Position embeddings, `dim` floats per position.
+    position: Vec<f32>,
+    /// The embedding of token type 0 (every token of a single sentence).
+    token_type: Vec<f32>,
+    norm: Norm,
+    layers: Vec<Layer>,
+    heads: usize,
+    eps: f32,
+    dim: usize,
+    /// Identifies the weights in embedding caches.
+    pub(crate) fingerprint: String,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("layers", &self.layers.len())
+            .field("dim", &self.dim)
+            .field("vocab", &self.vocab.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn read_json(dir: &Path, name: &str) -> Result<Value, Error> {
+    let path = dir.join(name);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| model_error(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| model_error(format!("{} is not valid json: {e}", path.display())))
+}
+
+/// Takes tensors out of a loaded weights file, checking each one's shape.
+struct Weights(HashMap<String, Tensor>);
+
+impl Weights {
+    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, Error> {
+        let t = self
+            .0
+            .remove(name)
+            .or_else(|| self.0.remove(&format!("bert.{name}")))
+            .ok_or_else(|| model_error(format!("model.safetensors has no f32 tensor {name}")))?;
+        if t.shape != shape {
+            return Err(model_error(format!(
+                "model.safetensors: {name} has shape {:?}, expected {shape:?}",
+                t.shape
+            )));
+        }
+        Ok(t.data)
+    }
+
+    fn linear(&mut self, name: &str, inputs: usize, outputs: usize) -> Result<Linear, Error> {
+        Ok(Linear {
+            weight: self.take(&format!("{name}.weight"), &[outputs, inputs])?,
+            bias: self.take(&format!("{name}.bias"), &[outputs])?,
+            inputs,
+            outputs,
+        })
+    }
+
+    fn norm(&mut self, name: &str, dim: usize) -> Result<Norm, Error> {
+        Ok(Norm {
+            weight: self.take(&format!("{name}.weight"), &[dim])?,
+            bias: self.take(&format!("{name}.bias"), &[dim])?,
+        })
+    }
+}
+
+impl Embedder {
+    /// Loads the model from `dir` (a sentence-transformers export of all-MiniLM-L6-v2 or
+    /// another BERT of the same layout).
+    pub fn load(dir: &Path) -> Result<Self, Error> {
+        let config = read_json(dir, "config.json")?;
+        let get = |key: &str| {
+            config[key]
+                .as_u64()
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or_else(|| model_error(format!("config.json has no number {key:?}")))
+        };
+        let (dim, heads, layers, inner, positions, types) = (
+            get("hidden_size")?,
+            get("num_attention_heads")?,
+            get("num_hidden_layers")?,
+            get("intermediate_size")?,
+            get("max_position_embeddings")?,
+            get("type_vocab_size")?,
+        );
+        if heads == 0 || dim % heads != 0 || layers > 64 || positions < MAX_TOKENS || types == 0 {
+            return Err(model_error("config.json has an unusable shape"));
+        }
+        let eps = config["layer_norm_eps"].as_f64().unwrap_or(1e-12) as f32;
+        let tokenizer = read_json(dir, "tokenizer.json")?;
+        let vocab: HashMap<String, u32> = tokenizer["model"]["vocab"]
+            .as_object()
+            .ok_or_else(|| model_error("tokenizer.json has no model.vocab"))?
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), u32::try_from(v.as_u64()?).ok()?)))
+            .collect();
+        let special = |t: &str| {
+            vocab
+                .get(t)
+                .copied()
+                .ok_or_else(|| model_error(format!("tokenizer.json has no {t} token")))
+        };
+        let (unk, cls, sep) = (special("[UNK]")?, special("[CLS]")?, special("[SEP]")?);
+        let weights_path = dir.join("model.safetensors");
+        let mut w = Weights(safetensors::load(&weights_path)?);
+        let words =
+            w.0.get("embeddings.word_embeddings.weight")
+                .or_else(|| w.0.get("bert.embeddings.word_embeddings.weight"))
+                .and_then(|t| t.shape.first().copied())
+                .unwrap_or(0);
+        if vocab.values().any(|&id| id as usize >= words) {
+            return Err(model_error(format!(
+                "tokenizer.json has ids beyond the {words} word embeddings of model.safetensors"
+            )));
+        }
+        let word = w.take("embeddings.word_embeddings.weight", &[words, dim])?;
+        let position = w.take("embeddings.position_embeddings.weight", &[positions, dim])?;
+        let mut token_type = w.take("embeddings.token_type_embeddings.weight", &[types, dim])?;
+        token_type.truncate(dim);
+        let norm = w.norm("embeddings.LayerNorm", dim)?;
+        let mut stack = Vec::with_capacity(layers);
+        for i in 0..layers {
+            let p = format!("encoder.layer.{i}");
+            let q = w.linear(&format!("{p}.attention.self.query"), dim, dim)?;
+            let k = w.linear(&format!("{p}.attention.self.key"), dim, dim)?;
+            let v = w.linear(&format!("{p}.attention.self.value"), dim, dim)?;
+            let qkv = Linear {
+                weight: [q.weight, k.weight, v.weight].concat(),
+                bias: [q.bias, k.bias, v.bias].concat(),
+                inputs: dim,
+                outputs: 3 * dim,
+            };
+            stack.push(Layer {
+                qkv,
+                out: w.linear(&format!("{p}.attention.output.dense"), dim, dim)?,
+                norm1: w.norm(&format!("{p}.attention.output.LayerNorm"), dim)?,
+                up: w.linear(&format!("{p}.intermediate.dense"), dim, inner)?,
+                down: w.linear(&format!("{p}.output.dense"), inner, dim)?,
+                norm2: w.norm(&format!("{p}.output.LayerNorm"), dim)?,
+            });
+        }
+        let size = std::fs::metadata(&weights_path).map_or(0, |m| m.len());
+        Ok(Self {
+            vocab,
+            unk,
+            cls,
+            sep,
+            word,
+            position,
+            token_type,
+            norm,
+            layers: stack,
+            heads,
+            eps,
+            dim,
+            fingerprint: format!("{size}-{dim}-{layers}-{MAX_TOKENS}"),
+        })
+    }
+
+    /// Whether `word` (lower-cased) is a whole word of the model's vocabulary, not only
+    /// sub-words.
+    pub fn knows_word(&self, word: &str) -> bool {
+        self.vocab.contains_key(&word.to_lowercase())
+    }
+
+    /// Dimensions of an embedding.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Token ids of `text`: `[CLS]`, WordPiece sub-words, `[SEP]`, at most [`MAX_TOKENS`].
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        let mut ids = vec![self.cls];
+        let mut word = String::new();
+        let flush = |word: &mut String, ids: &mut Vec<u32>| {
+            if !word.is_empty() {
+                self.wordpiece(word, ids);
+                word.clear();
+            }
+        };
+        for c in text.chars() {
+            if ids.len() >= MAX_TOKENS - 1 {
+                break;
+            }
+            if c.is_whitespace() || c.is_control() {
+                flush(&mut word, &mut ids);
+            } else if c.is_ascii_punctuation() || !(c.is_alphanumeric() || c.is_whitespace()) {
+                flush(&mut word, &mut ids);
+                let mut p = String::new();
+                p.extend(c.to_lowercase());
+                ids.push(self.vocab.get(&p).copied().unwrap_or(self.unk));
+            } else {
+                word.extend(c.to_lowercase());
+            }
+        }
+        flush(&mut word, &mut ids);
+        ids.truncate(MAX_TOKENS - 1);
+        ids.push(self.sep);
+        ids
+    }
+
+    fn wordpiece(&self, word: &str, ids: &mut Vec<u32>) {
+        if word.chars().count() > 100 {
+            ids.push(self.unk);
+            return;
+        }
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        let mut candidate = String::new();
+        while start < word.len() {
+            let mut end = word.len();
+            let mut found = None;
+            while end > start {
+                if !word.is_char_boundary(end) {
+                    end -= 1;
+                    continue;
+                }
+                candidate.clear();
+                if start > 0 {
+                    candidate.push_str("##");
+                }
+                candidate.push_str(&word[start..end]);
+                if let Some(&id) = self.vocab.get(&candidate) {
+                    found = Some(id);
+                    break;
+                }
+                end -= 1;
+            }
+            match found {
+                Some(id) => {
+                    pieces.push(id);
+                    start = end;
+                }
+                None => {
+                    ids.push(self.unk);
+                    return;
+                }
+            }
+        }
+        ids.extend(pieces);
+    }
+
+    /// The unit-length embedding of `text` (mean of the last layer over its tokens).
+    pub fn embed(&self, text: &str) -> Result<Vec<f32>, Error> {
+        let ids = self.tokenize(text);
+        Ok(self.forward(&ids))
+    }
+
+    /// Runs the encoder over `ids` and returns the mean of the last layer, at unit length.
+    fn forward(&self, ids: &[u32]) -> Vec<f32> {
+        let (n, dim) = (ids.len(), self.dim);
+        let mut x = Vec::with_capacity(n * dim);
+        for (pos, &id) in ids.iter().enumerate() {
+            let word = &self.word[id as usize * dim..][..dim];
+            let position = &self.position[pos * dim..][..dim];
+            x.extend(
+                word.iter()
+                    .zip(position)
+                    .zip(&self.token_type)
+                    .map(|((w, p), t)| w + p + t),
+            );
+        }
+        layer_norm(&mut x, &self.norm.weight, &self.norm.bias, self.eps);
+        for layer in &self.layers {
+            let qkv = layer.qkv.apply(&x, n);
+            let context = attention(&qkv, n, dim, self.heads);
+            let attended = layer.out.apply(&context, n);
+            for (a, b) in x.iter_mut().zip(&attended) {
+                *a += b;
+            }
+            layer_norm(&mut x, &layer.norm1.weight, &layer.norm1.bias, self.eps);
+            let mut inner = layer.up.apply(&x, n);
+            gelu(&mut inner);
+            let fed = layer.down.apply(&inner, n);
+            for (a, b) in x.iter_mut().zip(&fed) {
+                *a += b;
+            }
+            layer_norm(&mut x, &layer.norm2.weight, &layer.norm2.bias, self.eps);
+        }
+        let mut pooled = vec![0.0f32; dim];
+        for row in x.chunks_exact(dim) {
+            for (p, v) in pooled.iter_mut().zip(row) {
+                *p += v;
+            }
+        }
+        let norm = pooled.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
+        for p in &mut pooled {
+            *p /= norm;
+        }
+        pooled
+    }
+}
