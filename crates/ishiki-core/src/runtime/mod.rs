@@ -407,6 +407,8 @@ impl Runtime {
     /// tools of the start); programs see the new tool from the next step on.
     pub fn add_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), RuntimeError> {
         let def = tool.definition();
+        def.validate()
+            .map_err(|e| RuntimeError::new(format!("a tool cannot be added: {e}")))?;
         if self.is_builtin(&def.name) {
             return Err(RuntimeError::new(format!(
                 "the tool `{}` is built in and cannot be replaced",

@@ -91,6 +91,8 @@ impl Runtime {
         let mut seen = BTreeSet::new();
         for tool in &tools {
             let def = tool.definition();
+            def.validate()
+                .map_err(|e| RuntimeError::new(format!("a tool cannot be registered: {e}")))?;
             if !seen.insert(def.name.clone()) {
                 return Err(RuntimeError::new(format!(
                     "two tools are named `{}`",

@@ -75,6 +75,50 @@ fn ts5_built_in_tools_and_invalid_schemas_cannot_be_added_or_removed() {
     assert!(!rt.remove_tool("nothing"), "nothing to remove");
 }
 
+/// A definition the catalog would refuse (an empty name, a space in the name, a schema that
+/// is not an object) never reaches the catalog or a delta: refused at build and after start.
+#[test]
+fn tools_the_catalog_would_refuse_are_refused_at_build_and_after_start() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut rt = runtime(dir.path(), "");
+    let bad = [
+        (
+            ToolDef::new("", "no name", json!({ "type": "object" })),
+            "tool name is empty",
+        ),
+        (
+            ToolDef::new("has space", "a space", json!({ "type": "object" })),
+            "tool name \"has space\" contains whitespace or control characters",
+        ),
+        (
+            ToolDef::new("number", "schema 42", json!(42)),
+            "input_schema",
+        ),
+    ];
+    for (def, says) in bad {
+        let name = def.name.clone();
+        let error = rt
+            .add_tool(Arc::new(Named { def: def.clone() }))
+            .expect_err("refused after start");
+        assert!(
+            error.message().starts_with("a tool cannot be added: ")
+                && error.message().contains(says),
+            "{error}"
+        );
+        assert!(!rt.remove_tool(&name), "`{name}` never joined");
+
+        let other = tempfile::tempdir().expect("a temp dir");
+        let models = ModelsDoc::from_yaml("models:\n  main: { input: [text] }\n").expect("models");
+        let assembly = assemble(Profile::default(), models, "main").expect("assembles");
+        let built = Runtime::builder(assembly, other.path())
+            .codemode_worker(WorkerSpawn::InProcess)
+            .tool(Arc::new(Named { def }))
+            .build()
+            .expect_err("refused at build");
+        assert!(built.message().contains(says), "{built}");
+    }
+}
+
 #[test]
 fn ts5_with_toolsearch_a_new_tool_waits_in_the_pool_and_a_removed_one_leaves_it_silently() {
     let dir = tempfile::tempdir().expect("a temp dir");
