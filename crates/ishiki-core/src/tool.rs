@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
+#[cfg(not(feature = "codemode"))]
+use crate::NoSandbox as Sandbox;
+#[cfg(feature = "codemode")]
 use ishiki_codemode::Sandbox;
 use ishiki_outlet::{Display, DisplayPart, Emitted, Media, MediaRef, Outlet};
 use ishiki_projection::Lifetime;
@@ -116,9 +119,12 @@ pub struct DirectCall<'a> {
     pub(crate) context: &'a ToolContext,
     pub(crate) limits: CallLimits,
     pub(crate) outlet: &'a Outlet,
+    #[cfg_attr(not(feature = "codemode"), expect(dead_code, reason = "programs read it"))]
     pub(crate) shared: &'a Arc<Shared>,
     /// Every registered tool with its definition (what a program may call is chosen from it).
+    #[cfg_attr(not(feature = "codemode"), expect(dead_code, reason = "programs read it"))]
     pub(crate) tools: &'a [(ToolDef, Arc<dyn Tool>)],
+    #[cfg_attr(not(feature = "codemode"), expect(dead_code, reason = "programs read it"))]
     pub(crate) sandbox: Option<&'a Sandbox>,
 }
 

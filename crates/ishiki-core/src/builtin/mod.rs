@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+#[cfg(feature = "codemode")]
 use ishiki_codemode::{AttachmentContent as CmContent, CallableTool, Outcome, ToolFailure};
 use ishiki_outlet::{Display, DisplayPart, Media, Outlet};
 use ishiki_projection::Lifetime;
@@ -14,17 +15,20 @@ use ishiki_toolsearch::{Catalog, ToolDef};
 use serde_json::{Value, json};
 
 use crate::clock::Clock;
+#[cfg(feature = "codemode")]
 use crate::guard::CallLimits;
 use crate::platform::{Dropped, Outgoing, OutgoingImage, Platform, VisionModel};
 use crate::profile::Assembly;
 use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError};
 
+#[cfg(feature = "codemode")]
 mod codemode;
 mod control;
 mod read;
 mod search;
 mod send_message;
 
+#[cfg(feature = "codemode")]
 pub(crate) use codemode::CodemodeTool;
 pub(crate) use control::ControlTool;
 pub(crate) use read::ReadTool;
@@ -117,6 +121,7 @@ impl Shared {
 
 /// Tools a codemode program may call: everything but `codemode` itself, `finish` and `wait`
 /// (CM-4).
+#[cfg(feature = "codemode")]
 pub(crate) fn callable_from_program(name: &str) -> bool {
     !matches!(name, "codemode" | "finish" | "wait")
 }

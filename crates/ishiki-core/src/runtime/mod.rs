@@ -13,6 +13,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[cfg(not(feature = "codemode"))]
+use crate::NoSandbox as Sandbox;
+#[cfg(feature = "codemode")]
 use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn};
 use ishiki_outlet::{Budget, Outlet};
 use ishiki_projection::{
@@ -91,13 +94,16 @@ pub struct RuntimeBuilder {
     tools: Vec<Arc<dyn Tool>>,
     schemes: Vec<Arc<dyn SchemeHandler>>,
     file_schemes: Vec<Arc<dyn FileScheme>>,
+    #[cfg(feature = "codemode")]
     worker: WorkerSpawn,
     durability: Durability,
     store: Option<Box<dyn HistoryStore>>,
     budget: Budget,
+    #[cfg(feature = "codemode")]
     codemode_limits: Option<Limits>,
     artifacts: Option<Arc<dyn ArtifactStore>>,
     assets: Option<Arc<dyn AssetStore>>,
+    #[cfg(feature = "codemode")]
     sandbox: Option<Sandbox>,
 }
 
@@ -152,6 +158,7 @@ impl RuntimeBuilder {
 
     /// How codemode workers start (default: re-execute this binary; `main` must call
     /// [`ishiki_codemode::run_if_worker`] first).
+    #[cfg(feature = "codemode")]
     pub fn codemode_worker(mut self, worker: WorkerSpawn) -> Self {
         self.worker = worker;
         self
@@ -159,6 +166,7 @@ impl RuntimeBuilder {
 
     /// The codemode limits (wall clock, memory, instruction budget, sizes); default
     /// [`Limits::default`].
+    #[cfg(feature = "codemode")]
     pub fn codemode_limits(mut self, limits: Limits) -> Self {
         self.codemode_limits = Some(limits);
         self
@@ -202,6 +210,7 @@ impl RuntimeBuilder {
     /// Runs codemode programs in this sandbox (its worker pool is shared by every runtime
     /// given a clone) instead of starting a pool of its own; the builder's worker and limits
     /// settings are then unused. Many conversations per process share one pool this way.
+    #[cfg(feature = "codemode")]
     pub fn codemode_sandbox(mut self, sandbox: Sandbox) -> Self {
         self.sandbox = Some(sandbox);
         self
@@ -336,13 +345,16 @@ impl Runtime {
             tools: Vec::new(),
             schemes: Vec::new(),
             file_schemes: Vec::new(),
+            #[cfg(feature = "codemode")]
             worker: WorkerSpawn::CurrentExe,
             durability: Durability::Full,
             store: None,
             budget: Budget::default(),
+            #[cfg(feature = "codemode")]
             codemode_limits: None,
             artifacts: None,
             assets: None,
+            #[cfg(feature = "codemode")]
             sandbox: None,
         }
     }

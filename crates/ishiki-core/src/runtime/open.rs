@@ -50,6 +50,12 @@ impl Runtime {
 
         let assembly = b.assembly;
         let codemode_on = assembly.profile.codemode.enable;
+        if codemode_on && !cfg!(feature = "codemode") {
+            return Err(RuntimeError::new(
+                "the profile turns codemode on, but ishiki-core was built without its \
+                 `codemode` feature",
+            ));
+        }
         let toolsearch_on = assembly.profile.toolsearch.enable;
         let parts = builtin::SharedParts {
             center: center.clone(),
@@ -70,11 +76,13 @@ impl Runtime {
         if toolsearch_on {
             tools.push(Arc::new(builtin::SearchTool::new(shared.clone())));
         }
+        #[cfg(feature = "codemode")]
         let codemode_index = codemode_on.then_some(tools.len());
         tools.push(Arc::new(builtin::SendMessageTool::new(shared.clone())));
         tools.push(Arc::new(builtin::ControlTool::finish()));
         tools.push(Arc::new(builtin::ControlTool::wait()));
         tools.extend(b.tools);
+        #[cfg(feature = "codemode")]
         if let Some(index) = codemode_index {
             // The codemode description lists the signatures of the resident callable tools; it
             // is fixed at start so the prefix stays stable; later tools come with deltas.
@@ -187,6 +195,9 @@ impl Runtime {
             None => Vec::new(),
         };
 
+        #[cfg(not(feature = "codemode"))]
+        let sandbox = None;
+        #[cfg(feature = "codemode")]
         let sandbox = if !shared.assembly.profile.codemode.enable {
             None
         } else if let Some(sandbox) = b.sandbox {
