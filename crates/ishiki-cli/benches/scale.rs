@@ -14,8 +14,8 @@
 //!   (wall clock, runtime opens included) and p50/p99 pipeline overhead of a step —
 //!   prepare + commit + execute, model time excluded — and p50/p99 of opening a runtime.
 //! - Long: one conversation stepped to the largest checkpoint; at each checkpoint (100, 1,000,
-//!   5,000 by default) the mean overhead of the last 50 steps and the process's resident
-//!   memory.
+//!   5,000 by default) the mean and median overhead of the last 100 steps, the median of
+//!   `prepare` alone (the part that reads history), and the process's resident memory.
 //!
 //! `--shared-pool false` gives every runtime a codemode worker pool of its own (what a
 //! runtime did before `RuntimeBuilder::codemode_sandbox`), for before/after figures.
@@ -257,8 +257,21 @@ fn open(
     Conversation { runtime, _dir: dir }
 }
 
+/// The time of one step's pipeline.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    /// prepare + commit + execute
+    total: Duration,
+    /// prepare alone (projecting the request from history)
+    prepare: Duration,
+}
+
 /// One step; returns the pipeline overhead (prepare + commit + execute).
 async fn step(runtime: &mut Runtime, n: u64) -> Duration {
+    timed_step(runtime, n).await.total
+}
+
+async fn timed_step(runtime: &mut Runtime, n: u64) -> Timing {
     let started = Instant::now();
     let prepared = runtime.prepare().expect("prepare");
     let prepare = started.elapsed();
@@ -270,7 +283,10 @@ async fn step(runtime: &mut Runtime, n: u64) -> Duration {
         reports.iter().all(|r| !r.is_error),
         "a tool failed: {reports:?}"
     );
-    prepare + started.elapsed()
+    Timing {
+        total: prepare + started.elapsed(),
+        prepare,
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -390,8 +406,10 @@ fn long(options: &Options, backends: &Backends, base: &Path) {
         return;
     };
     println!("\n## one long conversation ({})\n", describe(options));
-    println!("| step | mean step overhead (last 50) | resident memory |");
-    println!("|---|---|---|");
+    println!(
+        "| step | step overhead, last 100 steps: mean | p50 | p50 of prepare alone | resident memory |"
+    );
+    println!("|---|---|---|---|---|");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -404,13 +422,23 @@ fn long(options: &Options, backends: &Backends, base: &Path) {
         let mut c = open(options, backends, Some(&sandbox), base);
         let mut window = std::collections::VecDeque::new();
         for n in 1..=last {
-            window.push_back(step(&mut c.runtime, n).await);
-            if window.len() > 50 {
+            window.push_back(timed_step(&mut c.runtime, n).await);
+            if window.len() > 100 {
                 window.pop_front();
             }
             if options.long.contains(&n) {
-                let mean = window.iter().sum::<Duration>() / window.len().max(1) as u32;
-                println!("| {n} | {} | {} |", ms(mean), rss_mib());
+                let mut totals: Vec<Duration> = window.iter().map(|t| t.total).collect();
+                let mut prepares: Vec<Duration> = window.iter().map(|t| t.prepare).collect();
+                totals.sort();
+                prepares.sort();
+                let mean = totals.iter().sum::<Duration>() / totals.len().max(1) as u32;
+                println!(
+                    "| {n} | {} | {} | {} | {} |",
+                    ms(mean),
+                    ms(percentile(&totals, 0.5)),
+                    ms(percentile(&prepares, 0.5)),
+                    rss_mib()
+                );
                 println!(
                     "BENCH\tlong conversation step {n}: step overhead\t{}\t-",
                     ms(mean)
