@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools [--model] | search-eval | stress [--kills N] | fuzz [--time S] [TARGET…]"
+                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools [--model] | search-eval | stress [--kills N] [--backend sqlite|postgres|postgres-objects] | fuzz [--time S] [TARGET…]"
             );
             return ExitCode::from(2);
         }
