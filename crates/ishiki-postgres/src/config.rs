@@ -11,7 +11,7 @@ use crate::MAX_CONVERSATION_BYTES;
 /// Parses a connection string and fills what it leaves out from the environment as libpq
 /// does: `PGHOST` (a path is a Unix socket directory), `PGPORT`, `PGUSER` (else `USER`),
 /// `PGPASSWORD`, `PGDATABASE`, `PGAPPNAME`. `env` reads a variable (`std::env::var` in
-/// [`PostgresStore::connect`]); passing it in keeps this testable.
+/// [`PostgresStore::connect`](crate::PostgresStore::connect)); passing it in keeps this testable.
 pub fn config_from(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, StoreError> {
     // The parser's message never repeats the string, so a password in it does not leak.
     let mut config = Config::from_str(url).map_err(|e| {
