@@ -41,7 +41,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::fuzz(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools | search-eval | stress [--kills N] | fuzz [--time S] [--runs N] [TARGET…]"
+                "usage: cargo xtask ci | test | bench [FILTER] | bench --scale [OPTIONS] | tools | search-eval | stress [--kills N] [--backend sqlite|postgres|postgres-objects] | fuzz [--time S] [--runs N] [TARGET…]"
             );
             return ExitCode::from(2);
         }

@@ -4,8 +4,10 @@
 //! Options pass through to the bench: `--conversations N` (default 1000), `--steps S` (20),
 //! `--concurrency 1,8,64`, `--long 100,1000,5000` (checkpoints of the long conversation, the
 //! largest is how far it runs), `--shared-pool true|false` (one codemode worker pool for all
-//! runtimes, or one each), `--objects URL` (artifacts and assets in object storage),
-//! `--durability normal|full`. A quick run: `--conversations 50 --long 100,500`.
+//! runtimes, or one each), `--store sqlite|postgres` (history in each conversation's SQLite,
+//! or in one database of a throwaway PostgreSQL cluster, a conversation id each),
+//! `--objects URL|moto` (artifacts and assets in object storage; `moto` starts a moto S3
+//! server), `--durability normal|full`. A quick run: `--conversations 50 --long 100,500`.
 
 use std::process::Command;
 

@@ -1,21 +1,41 @@
-//! `cargo xtask stress [--kills N] [--steps N] [--release]`: the kill -9 crash test of
-//! `ishiki-core` at scale (SEC-4, PRJ-13). CI runs the same test with its short defaults (50
-//! kill points); this runs it with 1,000 kill points over a session of at least 100 committed
-//! steps and prints the figures: kill points, steps, facts and deliveries checked, double
-//! deliveries and lost commits (both must be 0), and the duration.
+//! `cargo xtask stress [--kills N] [--steps N] [--release] [--backend B]`: the kill -9 crash
+//! test of `ishiki-core` at scale (SEC-4, PRJ-13). CI runs the same test with its short
+//! defaults (50 kill points, 20 with the object store); this runs it with 1,000 kill points
+//! over a session of at least 100 committed steps and prints the figures: kill points, steps,
+//! facts and deliveries checked, artifact/asset URLs read back, double deliveries, lost
+//! commits and unreadable URLs (all three must be 0), and the duration.
+//!
+//! `--backend` picks the stores: `sqlite` (the default: SQLite history and files in the state
+//! directory), `postgres` (PostgreSQL history, files in the state directory) or
+//! `postgres-objects` (PostgreSQL history, artifacts and assets in an S3 bucket on moto).
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// The test that kills and reopens sessions (`crates/ishiki-core/tests/suite/crash.rs`).
-const TEST: &str = "suite::crash::sec4_killed_sessions_reopen_consistent";
+/// The tests that kill and reopen sessions (`crates/ishiki-core/tests/suite/crash.rs`), by
+/// `--backend`.
+const TESTS: &[(&str, &str)] = &[
+    (
+        "sqlite",
+        "suite::crash::sec4_killed_sessions_reopen_consistent",
+    ),
+    (
+        "postgres",
+        "suite::crash::sec4_killed_postgres_sessions_reopen_consistent",
+    ),
+    (
+        "postgres-objects",
+        "suite::crash::sec4_killed_postgres_and_object_store_sessions_reopen_consistent",
+    ),
+];
 
 /// Runs the crash test with `args` (`--kills N`, `--steps N`, `--release`).
 pub(crate) fn stress(args: &[String]) -> Result<(), String> {
     let mut kills = 1_000_u64;
     let mut steps = 100_u64;
     let mut release = false;
+    let mut test = TESTS[0].1;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         let mut number = |name: &str| -> Result<u64, String> {
@@ -27,9 +47,19 @@ pub(crate) fn stress(args: &[String]) -> Result<(), String> {
             "--kills" => kills = number("--kills")?,
             "--steps" => steps = number("--steps")?,
             "--release" => release = true,
+            "--backend" => {
+                let name = rest.next().map(String::as_str).unwrap_or_default();
+                test = TESTS
+                    .iter()
+                    .find(|(backend, _)| *backend == name)
+                    .map(|(_, test)| *test)
+                    .ok_or_else(|| {
+                        format!("--backend `{name}`: use sqlite, postgres or postgres-objects")
+                    })?;
+            }
             other => {
                 return Err(format!(
-                    "unknown stress option `{other}` (use --kills N, --steps N, --release)"
+                    "unknown stress option `{other}` (use --kills N, --steps N, --release, --backend B)"
                 ));
             }
         }
@@ -41,13 +71,13 @@ pub(crate) fn stress(args: &[String]) -> Result<(), String> {
         command.arg("--release");
     }
     command
-        .args(["--", TEST, "--exact", "--nocapture", "--test-threads=1"])
+        .args(["--", test, "--exact", "--nocapture", "--test-threads=1"])
         .env("ISHIKI_STRESS_KILLS", kills.to_string())
         .env("ISHIKI_STRESS_STEPS", steps.to_string())
         .env("INSTA_UPDATE", "no")
         .stderr(Stdio::piped());
     eprintln!(
-        "$ ISHIKI_STRESS_KILLS={kills} ISHIKI_STRESS_STEPS={steps} cargo test -p ishiki-core --test all{} -- {TEST} --exact --nocapture",
+        "$ ISHIKI_STRESS_KILLS={kills} ISHIKI_STRESS_STEPS={steps} cargo test -p ishiki-core --test all{} -- {test} --exact --nocapture",
         if release { " --release" } else { "" }
     );
     let started = Instant::now();

@@ -1,15 +1,21 @@
 //! `cargo xtask bench --scale`: many conversations per process, and one long conversation
 //! (issue 16).
 //!
-//! - Scale: N conversations × S steps, each conversation a [`Runtime`] of its own with its own
-//!   SQLite history and disk (or object-store) artifacts and assets, run by 1, 8 and 64
-//!   concurrent tasks. A scripted model answers at once; the tools are real (`read` of a
-//!   workspace file, a codemode program, `send_message`, a plain answer). Reported: steps/s
+//! - Scale: N conversations × S steps, each conversation a [`Runtime`] of its own, run by 1, 8
+//!   and 64 concurrent tasks. History: SQLite in each conversation's state directory
+//!   (`--store sqlite`, the default) or one PostgreSQL database with a conversation id each
+//!   (`--store postgres`: a throwaway cluster started by the `ishiki-postgres` test harness).
+//!   Artifacts and assets: the state directory, or object storage (`--objects URL`, or
+//!   `--objects moto`: a moto S3 server started by the `ishiki-objects` test harness, one
+//!   bucket, a key prefix per conversation, one S3 client for the process). A scripted model
+//!   answers at once; the tools are real (`read` of a workspace text file and of a workspace
+//!   image — an artifact —, a codemode program, `send_message`, a plain answer; the first user
+//!   message carries an image — an asset). Reported: steps/s
 //!   (wall clock, runtime opens included) and p50/p99 pipeline overhead of a step —
 //!   prepare + commit + execute, model time excluded — and p50/p99 of opening a runtime.
 //! - Long: one conversation stepped to the largest checkpoint; at each checkpoint (100, 1,000,
-//!   5,000 by default) the mean overhead of the last 50 steps and the process's resident
-//!   memory.
+//!   5,000 by default) the mean and median overhead of the last 100 steps, the median of
+//!   `prepare` alone (the part that reads history), and the process's resident memory.
 //!
 //! `--shared-pool false` gives every runtime a codemode worker pool of its own (what a
 //! runtime did before `RuntimeBuilder::codemode_sandbox`), for before/after figures.
@@ -35,7 +41,55 @@ struct Options {
     long: Vec<u64>,
     shared_pool: bool,
     objects: Option<String>,
+    store: Store,
     durability: Durability,
+}
+
+/// Where the conversations keep their history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    /// SQLite in each conversation's state directory.
+    Sqlite,
+    /// One PostgreSQL database (a throwaway cluster), a conversation id each.
+    Postgres,
+}
+
+/// What [`open`] needs besides the options: started once per process.
+#[derive(Clone)]
+struct Backends {
+    /// The PostgreSQL connection string (`--store postgres`).
+    postgres: Option<String>,
+    /// The object store every conversation's prefix lives in (`--objects`).
+    objects: Option<ishiki_objects::Objects>,
+    /// Numbers conversations (ids and key prefixes).
+    next: Arc<AtomicUsize>,
+}
+
+fn backends(options: &Options) -> Backends {
+    let postgres = (options.store == Store::Postgres).then(|| {
+        let cluster = ishiki_postgres::testing::TestCluster::shared()
+            .unwrap_or_else(|e| panic!("the PostgreSQL cluster starts: {e}"));
+        cluster
+            .database()
+            .unwrap_or_else(|e| panic!("a database: {e}"))
+    });
+    let objects = options.objects.as_deref().map(|location| {
+        if location == "moto" {
+            let server = ishiki_objects::testing::TestServer::shared()
+                .unwrap_or_else(|e| panic!("the moto S3 server starts: {e}"));
+            let bucket = server.bucket().unwrap_or_else(|e| panic!("a bucket: {e}"));
+            server
+                .open(&format!("s3://{bucket}/bench"))
+                .unwrap_or_else(|e| panic!("the bucket opens: {e}"))
+        } else {
+            ishiki_objects::Objects::open(location).expect("--objects")
+        }
+    });
+    Backends {
+        postgres,
+        objects,
+        next: Arc::new(AtomicUsize::new(0)),
+    }
 }
 
 fn parse_list<T: std::str::FromStr>(text: &str) -> Result<Vec<T>, String> {
@@ -57,6 +111,7 @@ fn options() -> Result<Options, String> {
         long: vec![100, 1000, 5000],
         shared_pool: true,
         objects: None,
+        store: Store::Sqlite,
         durability: Durability::Normal,
     };
     let mut args = std::env::args().skip(1);
@@ -75,6 +130,13 @@ fn options() -> Result<Options, String> {
             "--long" => o.long = parse_list(&value()?)?,
             "--shared-pool" => o.shared_pool = value()? != "false",
             "--objects" => o.objects = Some(value()?),
+            "--store" => {
+                o.store = match value()?.as_str() {
+                    "sqlite" => Store::Sqlite,
+                    "postgres" => Store::Postgres,
+                    other => return Err(format!("--store {other}: use sqlite or postgres")),
+                }
+            }
             "--durability" => {
                 o.durability = match value()?.as_str() {
                     "full" => Durability::Full,
@@ -121,7 +183,7 @@ fn response(step: u64) -> ModelResponse {
         ),
         4 => call(
             "read",
-            json!({ "url": "workspace:///home/workspace/notes.txt?lines=2-3" }),
+            json!({ "url": "workspace:///home/workspace/pic.png", "lifetime": "once" }),
         ),
         _ => ModelResponse {
             text: Some(format!("answer {step}")),
@@ -136,7 +198,24 @@ struct Conversation {
     _dir: tempfile::TempDir,
 }
 
-fn open(options: &Options, sandbox: Option<&Sandbox>, base: &Path) -> Conversation {
+/// A small PNG, different per `seed`.
+fn png(seed: usize) -> Vec<u8> {
+    use image::ImageEncoder as _;
+    let pixels: Vec<u8> = (0..8 * 8 * 3).map(|i| (i * 7 + seed) as u8).collect();
+    let mut out = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut out)
+        .write_image(&pixels, 8, 8, image::ExtendedColorType::Rgb8)
+        .expect("png");
+    out
+}
+
+fn open(
+    options: &Options,
+    backends: &Backends,
+    sandbox: Option<&Sandbox>,
+    base: &Path,
+) -> Conversation {
+    let n = backends.next.fetch_add(1, Ordering::Relaxed);
     let dir = tempfile::tempdir_in(base).expect("tempdir");
     let mut builder = Runtime::builder(assembly(), dir.path())
         .codemode_worker(WorkerSpawn::CurrentExe)
@@ -144,22 +223,55 @@ fn open(options: &Options, sandbox: Option<&Sandbox>, base: &Path) -> Conversati
     if let Some(sandbox) = sandbox {
         builder = builder.codemode_sandbox(sandbox.clone());
     }
-    if let Some(location) = &options.objects {
-        let objects = ishiki_objects::Objects::open(location).expect("--objects");
+    if let Some(url) = &backends.postgres {
+        let store = ishiki_postgres::PostgresStore::connect(
+            url,
+            &format!("conversation-{n}"),
+            &ishiki_postgres::PostgresOptions::default(),
+        )
+        .expect("postgres store");
+        builder = builder.store(Box::new(store));
+    }
+    if let Some(objects) = &backends.objects {
+        // One client (and connection pool) for the process; a key prefix per conversation.
+        let objects = ishiki_objects::Objects::from_store(
+            objects.store().clone(),
+            objects.prefix().clone().join(format!("c{n}")),
+        );
         builder = builder
             .artifacts(Arc::new(objects.artifacts()))
             .assets(Arc::new(objects.assets()));
     }
-    let runtime = builder.build().expect("runtime");
+    let mut runtime = builder.build().expect("runtime");
     runtime
         .workspace()
         .write("/home/workspace/notes.txt", b"one\ntwo\nthree\nfour\n")
         .expect("fixture");
+    runtime
+        .workspace()
+        .write("/home/workspace/pic.png", &png(n))
+        .expect("fixture");
+    runtime
+        .add_user_message("m1", "go", &[png(n + 1)])
+        .expect("message");
     Conversation { runtime, _dir: dir }
+}
+
+/// The time of one step's pipeline.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    /// prepare + commit + execute
+    total: Duration,
+    /// prepare alone (projecting the request from history)
+    prepare: Duration,
 }
 
 /// One step; returns the pipeline overhead (prepare + commit + execute).
 async fn step(runtime: &mut Runtime, n: u64) -> Duration {
+    timed_step(runtime, n).await.total
+}
+
+async fn timed_step(runtime: &mut Runtime, n: u64) -> Timing {
     let started = Instant::now();
     let prepared = runtime.prepare().expect("prepare");
     let prepare = started.elapsed();
@@ -171,7 +283,10 @@ async fn step(runtime: &mut Runtime, n: u64) -> Duration {
         reports.iter().all(|r| !r.is_error),
         "a tool failed: {reports:?}"
     );
-    prepare + started.elapsed()
+    Timing {
+        total: prepare + started.elapsed(),
+        prepare,
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -195,15 +310,26 @@ fn rss_mib() -> String {
         .map_or("n/a".to_owned(), |kb| format!("{:.0} MiB", kb / 1024.0))
 }
 
-fn scale(options: &Options, base: &Path) {
+/// "SQLite + disk", "PostgreSQL + object store", ...
+fn describe(options: &Options) -> String {
+    let history = match options.store {
+        Store::Sqlite => "SQLite history",
+        Store::Postgres => "PostgreSQL history",
+    };
+    let files = match options.objects.as_deref() {
+        None => "state-dir artifacts",
+        Some("moto") => "object-store artifacts (moto S3)",
+        Some(_) => "object-store artifacts",
+    };
+    format!("{history} + {files}")
+}
+
+fn scale(options: &Options, backends: &Backends, base: &Path) {
     println!(
-        "\n## {} conversations × {} steps ({} store, {} pool, durability {:?})\n",
+        "\n## {} conversations × {} steps ({}, {} pool, durability {:?})\n",
         options.conversations,
         options.steps,
-        options
-            .objects
-            .as_deref()
-            .map_or("SQLite + disk", |_| "SQLite + object"),
+        describe(options),
         if options.shared_pool {
             "shared"
         } else {
@@ -230,17 +356,15 @@ fn scale(options: &Options, base: &Path) {
             let mut handles = Vec::new();
             for _ in 0..tasks {
                 let (next, options, sandbox) = (next.clone(), options.clone(), sandbox.clone());
+                let backends = backends.clone();
                 let base = base.to_path_buf();
                 handles.push(tokio::spawn(async move {
                     let mut steps = Vec::new();
                     let mut opens = Vec::new();
                     while next.fetch_add(1, Ordering::Relaxed) < options.conversations {
                         let opened = Instant::now();
-                        let mut c = open(&options, sandbox.as_ref(), &base);
+                        let mut c = open(&options, &backends, sandbox.as_ref(), &base);
                         opens.push(opened.elapsed());
-                        c.runtime
-                            .add_user_message("m1", "go", &[])
-                            .expect("message");
                         for n in 1..=options.steps {
                             steps.push(step(&mut c.runtime, n).await);
                         }
@@ -277,13 +401,15 @@ fn scale(options: &Options, base: &Path) {
     }
 }
 
-fn long(options: &Options, base: &Path) {
+fn long(options: &Options, backends: &Backends, base: &Path) {
     let Some(&last) = options.long.iter().max() else {
         return;
     };
-    println!("\n## one long conversation\n");
-    println!("| step | mean step overhead (last 50) | resident memory |");
-    println!("|---|---|---|");
+    println!("\n## one long conversation ({})\n", describe(options));
+    println!(
+        "| step | step overhead, last 100 steps: mean | p50 | p50 of prepare alone | resident memory |"
+    );
+    println!("|---|---|---|---|---|");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -293,19 +419,26 @@ fn long(options: &Options, base: &Path) {
             worker: WorkerSpawn::CurrentExe,
             ..SandboxConfig::default()
         });
-        let mut c = open(options, Some(&sandbox), base);
-        c.runtime
-            .add_user_message("m1", "go", &[])
-            .expect("message");
+        let mut c = open(options, backends, Some(&sandbox), base);
         let mut window = std::collections::VecDeque::new();
         for n in 1..=last {
-            window.push_back(step(&mut c.runtime, n).await);
-            if window.len() > 50 {
+            window.push_back(timed_step(&mut c.runtime, n).await);
+            if window.len() > 100 {
                 window.pop_front();
             }
             if options.long.contains(&n) {
-                let mean = window.iter().sum::<Duration>() / window.len().max(1) as u32;
-                println!("| {n} | {} | {} |", ms(mean), rss_mib());
+                let mut totals: Vec<Duration> = window.iter().map(|t| t.total).collect();
+                let mut prepares: Vec<Duration> = window.iter().map(|t| t.prepare).collect();
+                totals.sort();
+                prepares.sort();
+                let mean = totals.iter().sum::<Duration>() / totals.len().max(1) as u32;
+                println!(
+                    "| {n} | {} | {} | {} | {} |",
+                    ms(mean),
+                    ms(percentile(&totals, 0.5)),
+                    ms(percentile(&prepares, 0.5)),
+                    rss_mib()
+                );
                 println!(
                     "BENCH\tlong conversation step {n}: step overhead\t{}\t-",
                     ms(mean)
@@ -326,8 +459,9 @@ fn main() {
         }
     };
     let base = tempfile::tempdir().expect("tempdir");
+    let backends = backends(&options);
     if options.conversations > 0 && options.steps > 0 {
-        scale(&options, base.path());
+        scale(&options, &backends, base.path());
     }
-    long(&options, base.path());
+    long(&options, &backends, base.path());
 }

@@ -28,6 +28,8 @@
 
 mod artifacts;
 mod assets;
+#[cfg(feature = "test-server")]
+pub mod testing;
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};

@@ -43,66 +43,30 @@
 //! ```
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ishiki_core::{
     Batch, HistoryStore, StoreError, StoreErrorKind, StoredAttachment, StoredMessage, StoredState,
 };
 use postgres::error::SqlState;
 use postgres::types::FromSql;
-use postgres::{Client, Config, IsolationLevel, NoTls, Row, Statement};
+use postgres::{Client, Config, IsolationLevel, NoTls, Row};
 use serde_json::Value;
 
+mod config;
+mod lease;
+mod schema;
 #[cfg(feature = "test-cluster")]
 pub mod testing;
 
+use config::check_conversation;
+pub use config::config_from;
+use lease::{acquire, default_holder};
+use schema::{MIGRATIONS, Statements, migrate, prepare};
+
 /// The schema version this build writes: the number of its migrations.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
-
-/// Migration `n` (1-based) moves the schema from version `n - 1` to `n`. Append only: a
-/// released migration never changes.
-const MIGRATIONS: &[&str] = &["
-CREATE TABLE ishiki_leases (
-    conversation TEXT PRIMARY KEY,
-    token BIGINT NOT NULL,
-    holder TEXT NOT NULL,
-    expires_at TIMESTAMPTZ NOT NULL
-);
-CREATE TABLE ishiki_messages (
-    seq BIGSERIAL PRIMARY KEY,
-    conversation TEXT NOT NULL,
-    id TEXT NOT NULL,
-    json TEXT NOT NULL,
-    withdrawn BOOLEAN NOT NULL DEFAULT false,
-    UNIQUE (conversation, id)
-);
-CREATE INDEX ishiki_messages_in_order ON ishiki_messages (conversation, seq);
-CREATE TABLE ishiki_attachments (
-    seq BIGSERIAL PRIMARY KEY,
-    conversation TEXT NOT NULL,
-    id TEXT NOT NULL,
-    json TEXT NOT NULL,
-    UNIQUE (conversation, id)
-);
-CREATE INDEX ishiki_attachments_in_order ON ishiki_attachments (conversation, seq);
-CREATE TABLE ishiki_state (
-    conversation TEXT NOT NULL,
-    key TEXT NOT NULL,
-    json TEXT NOT NULL,
-    PRIMARY KEY (conversation, key)
-);
-CREATE TABLE ishiki_meta (
-    conversation TEXT NOT NULL,
-    key TEXT NOT NULL,
-    json TEXT NOT NULL,
-    PRIMARY KEY (conversation, key)
-);
-"];
-
-/// The advisory lock key that serializes migrations (any constant; "ishiki" in ASCII).
-const MIGRATION_LOCK: i64 = 0x6973_6869_6b69;
 
 /// The longest conversation id accepted, in bytes.
 pub const MAX_CONVERSATION_BYTES: usize = 256;
@@ -163,16 +127,6 @@ struct Inner {
     statements: Statements,
 }
 
-/// Prepared once per connection; reused by every commit.
-struct Statements {
-    renew: Statement,
-    insert_message: Statement,
-    withdraw: Statement,
-    insert_attachment: Statement,
-    put_state: Statement,
-    put_meta: Statement,
-}
-
 impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresStore")
@@ -180,17 +134,6 @@ impl fmt::Debug for PostgresStore {
             .field("token", &self.token)
             .finish_non_exhaustive()
     }
-}
-
-/// `process <pid> on <host>`: enough for an operator to find the holder among machines.
-fn default_holder() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "an unknown host".to_owned());
-    format!("process {} on {host}", std::process::id())
 }
 
 /// Runs `f` on a fresh thread. The blocking client drives its own small tokio runtime, which
@@ -219,82 +162,6 @@ fn db(context: &'static str) -> impl Fn(postgres::Error) -> StoreError {
 
 fn is_unique_violation(e: &postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
-}
-
-/// Parses a connection string and fills what it leaves out from the environment as libpq
-/// does: `PGHOST` (a path is a Unix socket directory), `PGPORT`, `PGUSER` (else `USER`),
-/// `PGPASSWORD`, `PGDATABASE`, `PGAPPNAME`. `env` reads a variable (`std::env::var` in
-/// [`PostgresStore::connect`]); passing it in keeps this testable.
-pub fn config_from(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, StoreError> {
-    // The parser's message never repeats the string, so a password in it does not leak.
-    let mut config = Config::from_str(url).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::Database,
-            format!("invalid postgres connection string: {e}"),
-        )
-    })?;
-    if config.get_hosts().is_empty() {
-        let hosts = env("PGHOST").unwrap_or_else(|| "localhost".to_owned());
-        for host in hosts.split(',').filter(|h| !h.is_empty()) {
-            if host.starts_with('/') {
-                config.host_path(host);
-            } else {
-                config.host(host);
-            }
-        }
-    }
-    if config.get_ports().is_empty()
-        && let Some(port) = env("PGPORT")
-    {
-        let port: u16 = port.parse().map_err(|_| {
-            StoreError::new(
-                StoreErrorKind::Database,
-                format!("PGPORT `{port}` is not a port number"),
-            )
-        })?;
-        config.port(port);
-    }
-    if config.get_user().is_none() {
-        match env("PGUSER").or_else(|| env("USER")) {
-            Some(user) => config.user(&user),
-            None => {
-                return Err(StoreError::new(
-                    StoreErrorKind::Database,
-                    "the postgres connection string names no user, and neither PGUSER nor USER is set",
-                ));
-            }
-        };
-    }
-    if config.get_password().is_none()
-        && let Some(password) = env("PGPASSWORD")
-    {
-        config.password(password);
-    }
-    if config.get_dbname().is_none()
-        && let Some(dbname) = env("PGDATABASE")
-    {
-        config.dbname(&dbname);
-    }
-    if config.get_application_name().is_none() {
-        config.application_name(env("PGAPPNAME").as_deref().unwrap_or("ishiki"));
-    }
-    Ok(config)
-}
-
-fn check_conversation(conversation: &str) -> Result<(), StoreError> {
-    let why = if conversation.is_empty() {
-        "is empty"
-    } else if conversation.len() > MAX_CONVERSATION_BYTES {
-        "is longer than 256 bytes"
-    } else if conversation.contains('\0') {
-        "contains a NUL character"
-    } else {
-        return Ok(());
-    };
-    Err(StoreError::new(
-        StoreErrorKind::Database,
-        format!("the conversation id {why}"),
-    ))
 }
 
 impl PostgresStore {
@@ -370,153 +237,6 @@ impl PostgresStore {
                 self.conversation, self.token
             ),
         )
-    }
-}
-
-fn newer_schema(version: i32) -> StoreError {
-    StoreError::new(
-        StoreErrorKind::Version,
-        format!(
-            "history store schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
-        ),
-    )
-}
-
-fn migrate(client: &mut Client) -> Result<(), StoreError> {
-    // The common case, without taking the migration lock: the schema is current. (An error
-    // here, such as a missing table, just means the locked path below decides.)
-    if let Ok(row) = client.query_one("SELECT max(version) FROM ishiki_schema", &[])
-        && let Ok(Some(version)) = row.try_get::<_, Option<i32>>(0)
-    {
-        if version == SCHEMA_VERSION {
-            return Ok(());
-        }
-        if version > SCHEMA_VERSION {
-            return Err(newer_schema(version));
-        }
-    }
-    let mut tx = client
-        .transaction()
-        .map_err(db("cannot migrate the schema"))?;
-    tx.batch_execute(&format!(
-        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
-         CREATE TABLE IF NOT EXISTS ishiki_schema (
-             version INTEGER PRIMARY KEY,
-             applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-         );"
-    ))
-    .map_err(db("cannot migrate the schema"))?;
-    let row = tx
-        .query_one("SELECT coalesce(max(version), 0) FROM ishiki_schema", &[])
-        .map_err(db("cannot read the schema version"))?;
-    let version: i32 = row
-        .try_get(0)
-        .map_err(db("cannot read the schema version"))?;
-    if version > SCHEMA_VERSION {
-        return Err(newer_schema(version));
-    }
-    for (n, sql) in (1..)
-        .zip(MIGRATIONS)
-        .skip(usize::try_from(version).unwrap_or(0))
-    {
-        tx.batch_execute(sql)
-            .map_err(db("cannot migrate the schema"))?;
-        tx.execute("INSERT INTO ishiki_schema (version) VALUES ($1)", &[&n])
-            .map_err(db("cannot migrate the schema"))?;
-    }
-    tx.commit().map_err(db("cannot migrate the schema"))
-}
-
-fn prepare(client: &mut Client) -> Result<Statements, StoreError> {
-    let mut p = |sql: &str| client.prepare(sql).map_err(db("cannot prepare"));
-    Ok(Statements {
-        renew: p(
-            "UPDATE ishiki_leases SET expires_at = now() + make_interval(secs => $3)
-             WHERE conversation = $1 AND token = $2",
-        )?,
-        insert_message: p(
-            "INSERT INTO ishiki_messages (conversation, id, json) VALUES ($1, $2, $3)",
-        )?,
-        withdraw: p("UPDATE ishiki_messages SET withdrawn = true
-             WHERE conversation = $1 AND id = $2")?,
-        insert_attachment: p(
-            "INSERT INTO ishiki_attachments (conversation, id, json) VALUES ($1, $2, $3)",
-        )?,
-        put_state: p(
-            "INSERT INTO ishiki_state (conversation, key, json) VALUES ($1, $2, $3)
-             ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
-        )?,
-        put_meta: p(
-            "INSERT INTO ishiki_meta (conversation, key, json) VALUES ($1, $2, $3)
-             ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
-        )?,
-    })
-}
-
-/// Takes the lease of `conversation`, or says who holds it. Returns the new fencing token.
-fn acquire(
-    client: &mut Client,
-    conversation: &str,
-    options: &PostgresOptions,
-    lease_secs: f64,
-) -> Result<i64, StoreError> {
-    let started = Instant::now();
-    loop {
-        let mut tx = client.transaction().map_err(db("cannot take the lease"))?;
-        tx.execute(
-            "INSERT INTO ishiki_leases (conversation, token, holder, expires_at)
-             VALUES ($1, 0, '', '-infinity') ON CONFLICT (conversation) DO NOTHING",
-            &[&conversation],
-        )
-        .map_err(db("cannot take the lease"))?;
-        let row = tx
-            .query_one(
-                "SELECT holder, expires_at > now(), expires_at::text FROM ishiki_leases
-                 WHERE conversation = $1 FOR UPDATE",
-                &[&conversation],
-            )
-            .map_err(db("cannot take the lease"))?;
-        let holder: String = row.try_get(0).map_err(db("cannot read the lease"))?;
-        let live: bool = row.try_get(1).map_err(db("cannot read the lease"))?;
-        let until: String = row.try_get(2).map_err(db("cannot read the lease"))?;
-        if !live || options.when_held == WhenHeld::TakeOver {
-            let row = tx
-                .query_one(
-                    "UPDATE ishiki_leases
-                     SET token = token + 1, holder = $2,
-                         expires_at = now() + make_interval(secs => $3)
-                     WHERE conversation = $1 RETURNING token",
-                    &[&conversation, &options.holder, &lease_secs],
-                )
-                .map_err(db("cannot take the lease"))?;
-            let token: i64 = row.try_get(0).map_err(db("cannot take the lease"))?;
-            tx.commit().map_err(db("cannot take the lease"))?;
-            return Ok(token);
-        }
-        tx.rollback().map_err(db("cannot take the lease"))?;
-        let waited = started.elapsed();
-        match options.when_held {
-            WhenHeld::Wait(limit) if waited < limit => {
-                std::thread::sleep(Duration::from_millis(100).min(limit - waited));
-            }
-            WhenHeld::Wait(limit) => {
-                return Err(StoreError::new(
-                    StoreErrorKind::Lease,
-                    format!(
-                        "conversation `{conversation}` is still held by another runtime ({holder}, lease until {until}) after waiting {} s",
-                        limit.as_secs_f64()
-                    ),
-                ));
-            }
-            _ => {
-                return Err(StoreError::new(
-                    StoreErrorKind::Lease,
-                    format!(
-                        "conversation `{conversation}` is held by another runtime ({holder}, lease until {until}); one writer per conversation: wait for it or take it over if it is gone"
-                    ),
-                ));
-            }
-        }
     }
 }
 

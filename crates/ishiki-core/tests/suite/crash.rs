@@ -12,7 +12,10 @@ use std::time::Duration;
 use ishiki_core::{
     Durability, ManualClock, Message, ModelResponse, Part, Request, Role, Runtime, ToolCall,
 };
+use ishiki_objects::Objects;
+use ishiki_objects::testing::{TestServer, client_options};
 use ishiki_postgres::{PostgresOptions, PostgresStore, WhenHeld};
+use ishiki_resources::{ArtifactStore as _, AssetStore as _};
 use serde_json::json;
 
 use super::backends::{backends, postgres_url};
@@ -26,11 +29,47 @@ enum History {
     Postgres(String),
 }
 
-fn open(dir: &Path, clock: Arc<ManualClock>, durability: Durability, history: &History) -> Runtime {
+/// Where a session keeps its artifacts and assets: its state directory, or an S3 bucket.
+#[derive(Debug, Clone)]
+enum Files {
+    StateDir,
+    /// `s3://bucket/prefix` on the moto server at `endpoint`.
+    S3 {
+        endpoint: String,
+        location: String,
+    },
+}
+
+impl Files {
+    /// A fresh client for the bucket (every process opens its own).
+    fn objects(&self) -> Option<Objects> {
+        match self {
+            Self::StateDir => None,
+            Self::S3 { endpoint, location } => Some(
+                Objects::open_with(location, client_options(endpoint))
+                    .unwrap_or_else(|e| panic!("the bucket opens: {e}")),
+            ),
+        }
+    }
+}
+
+/// The stores a killed session runs on.
+#[derive(Debug, Clone)]
+struct Stores {
+    history: History,
+    files: Files,
+}
+
+fn open(dir: &Path, clock: Arc<ManualClock>, durability: Durability, stores: &Stores) -> Runtime {
     let mut builder = Runtime::builder(assembly("", "seeing"), dir)
         .clock(clock)
         .durability(durability);
-    if let History::Postgres(url) = history {
+    if let Some(objects) = stores.files.objects() {
+        builder = builder
+            .artifacts(Arc::new(objects.artifacts()))
+            .assets(Arc::new(objects.assets()));
+    }
+    if let History::Postgres(url) = &stores.history {
         // A killed session leaves its lease behind until it expires; whoever opens next knows
         // it is dead (the test killed it), so it takes the lease over.
         let options = PostgresOptions {
@@ -114,11 +153,17 @@ const CHILD_ROUND: &str = "ISHIKI_CORE_CRASH_ROUND";
 const CHILD_DURABILITY: &str = "ISHIKI_CORE_CRASH_DURABILITY";
 /// Set to a PostgreSQL connection string: the child keeps its history there.
 const CHILD_PG: &str = "ISHIKI_CORE_CRASH_PG";
+/// Set to an S3 endpoint and `s3://` location (both): the child keeps its artifacts and
+/// assets there.
+const CHILD_S3_ENDPOINT: &str = "ISHIKI_CORE_CRASH_S3_ENDPOINT";
+const CHILD_S3_LOCATION: &str = "ISHIKI_CORE_CRASH_S3_LOCATION";
 /// Overrides the fixed seed of the kill points (to explore more schedules by hand).
 const SEED_VAR: &str = "ISHIKI_CORE_CRASH_SEED";
-/// How many times a child is killed (default 50; `cargo xtask stress` asks for 1,000).
+/// How many times a child is killed (default 50, 20 with the object store, whose every child
+/// starts an S3 client; `cargo xtask stress` asks for 1,000).
 const KILLS_VAR: &str = "ISHIKI_STRESS_KILLS";
-/// How many committed steps the killed session must reach at least (default 50).
+/// How many committed steps the killed session must reach at least (default 50, 20 with the
+/// object store).
 const STEPS_VAR: &str = "ISHIKI_STRESS_STEPS";
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -148,6 +193,14 @@ fn sec4_step_loop_child() {
         _ => Durability::Normal,
     };
     let history = std::env::var(CHILD_PG).map_or(History::StateDir, History::Postgres);
+    let files = match (
+        std::env::var(CHILD_S3_ENDPOINT),
+        std::env::var(CHILD_S3_LOCATION),
+    ) {
+        (Ok(endpoint), Ok(location)) => Files::S3 { endpoint, location },
+        _ => Files::StateDir,
+    };
+    let stores = Stores { history, files };
     // Each round's clock starts far from the others', so inbound asset ids (UUID v7 from time
     // and a per-clock counter) never repeat across restarts.
     let clock = clock_at(Duration::from_secs(round * 1_000_000));
@@ -155,7 +208,7 @@ fn sec4_step_loop_child() {
         .enable_all()
         .build()
         .unwrap();
-    let mut rt = open(Path::new(&dir), clock.clone(), durability, &history);
+    let mut rt = open(Path::new(&dir), clock.clone(), durability, &stores);
     let mut out = std::io::stdout().lock();
     // The harness has printed `test … ` without a newline: end that line first.
     let _ = writeln!(out);
@@ -242,6 +295,9 @@ struct Found {
     deliveries_checked: u64,
     lost: Vec<String>,
     double: Vec<String>,
+    /// Artifact and asset URLs of committed facts read back from the object store.
+    urls_checked: u64,
+    unreadable: Vec<String>,
 }
 
 /// Checks a freshly reopened runtime's next request against everything reported committed.
@@ -334,6 +390,8 @@ struct Totals {
     deliveries_checked: u64,
     lost: u64,
     double: u64,
+    urls_checked: u64,
+    unreadable: u64,
 }
 
 impl Totals {
@@ -343,11 +401,13 @@ impl Totals {
         self.deliveries_checked += found.deliveries_checked;
         self.lost += found.lost.len() as u64;
         self.double += found.double.len() as u64;
-        if !found.lost.is_empty() || !found.double.is_empty() {
+        self.urls_checked += found.urls_checked;
+        self.unreadable += found.unreadable.len() as u64;
+        if !found.lost.is_empty() || !found.double.is_empty() || !found.unreadable.is_empty() {
             eprintln!("{}", summary(self));
             panic!(
-                "lost commits: {:?}; double deliveries: {:?}",
-                found.lost, found.double
+                "lost commits: {:?}; double deliveries: {:?}; unreadable: {:?}",
+                found.lost, found.double, found.unreadable
             );
         }
     }
@@ -367,29 +427,91 @@ impl Rng {
 
 #[test]
 fn sec4_killed_sessions_reopen_consistent() {
-    killed_sessions_reopen_consistent(&History::StateDir);
+    killed_sessions_reopen_consistent(&Stores {
+        history: History::StateDir,
+        files: Files::StateDir,
+    });
 }
 
 #[test]
 fn sec4_killed_postgres_sessions_reopen_consistent() {
-    killed_sessions_reopen_consistent(&History::Postgres(postgres_url()));
+    killed_sessions_reopen_consistent(&Stores {
+        history: History::Postgres(postgres_url()),
+        files: Files::StateDir,
+    });
 }
 
-fn killed_sessions_reopen_consistent(history: &History) {
+/// History in PostgreSQL and artifacts and assets in an S3 bucket (moto): what a worker of a
+/// multi-machine deployment runs on (issue 16).
+#[test]
+fn sec4_killed_postgres_and_object_store_sessions_reopen_consistent() {
+    let server = TestServer::shared().unwrap_or_else(|e| panic!("the S3 test server starts: {e}"));
+    let bucket = server
+        .bucket()
+        .unwrap_or_else(|e| panic!("a test bucket: {e}"));
+    killed_sessions_reopen_consistent(&Stores {
+        history: History::Postgres(postgres_url()),
+        files: Files::S3 {
+            endpoint: server.endpoint().to_owned(),
+            location: format!("s3://{bucket}/crash"),
+        },
+    });
+}
+
+/// Every artifact and asset URL of a committed fact not read back yet reads back from the
+/// bucket, through a client of this process's own (the stores are write-once: an object read
+/// once stays). Returns how many were read and which failed.
+fn read_back(objects: &Objects, facts: &Facts, read: &mut BTreeSet<String>) -> Found {
+    let mut found = Found::default();
+    let (artifacts, assets) = (objects.artifacts(), objects.assets());
+    for url in facts.users.values().chain(facts.executed.values()) {
+        if read.contains(url) {
+            continue;
+        }
+        found.urls_checked += 1;
+        let bytes = if url.starts_with("asset:") {
+            assets.get(url)
+        } else {
+            artifacts.get(url)
+        };
+        match bytes {
+            Ok(bytes) if bytes.starts_with(b"\x89PNG") => {
+                read.insert(url.clone());
+            }
+            Ok(bytes) => found
+                .unreadable
+                .push(format!("{url}: {} bytes, not the PNG written", bytes.len())),
+            Err(e) => found.unreadable.push(format!("{url}: {e}")),
+        }
+    }
+    found
+}
+
+fn killed_sessions_reopen_consistent(stores: &Stores) {
     let seed = std::env::var(SEED_VAR)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x1515_4b11_0000_0007_u64)
         | 1;
     let mut rng = Rng(seed);
-    let kills = env_number(KILLS_VAR, 50);
-    let min_steps = env_number(STEPS_VAR, 50);
+    let short = if let Files::S3 { .. } = stores.files {
+        20
+    } else {
+        50
+    };
+    let kills = env_number(KILLS_VAR, short);
+    let min_steps = env_number(STEPS_VAR, short);
     let mut totals = Totals::default();
     let summary = |kills_done: u64, steps: usize| {
         move |t: &Totals| {
             format!(
-                "crash summary: {kills_done} kill points, {steps} steps committed, {} committed facts and {} delivered images checked across reopens, {} double deliveries, {} lost commits (seed {seed})",
-                t.commits_checked, t.deliveries_checked, t.double, t.lost
+                "crash summary: {kills_done} kill points, {steps} steps committed, {} committed facts and {} delivered images checked across reopens, {} artifact/asset URLs read back from the object store, {} double deliveries, {} lost commits, {} unreadable URLs (seed {seed})",
+                t.commits_checked,
+                t.deliveries_checked,
+                t.urls_checked,
+                t.double,
+                t.lost,
+                t.unreadable
             )
         }
     };
@@ -399,6 +521,8 @@ fn killed_sessions_reopen_consistent(history: &History) {
     let exe = std::env::current_exe().expect("the test binary has a path");
     let mut facts = Facts::default();
     let mut steps_seen = 0;
+    let objects = stores.files.objects();
+    let mut read = BTreeSet::new();
 
     for round in 0..kills {
         // Up to three steps' worth of lines (three per step), then SIGKILL: the child is then
@@ -406,8 +530,13 @@ fn killed_sessions_reopen_consistent(history: &History) {
         let kill_after = 1 + rng.next() % 9;
         let durability = if round % 2 == 0 { "normal" } else { "full" };
         let mut command = Command::new(&exe);
-        if let History::Postgres(url) = history {
+        if let History::Postgres(url) = &stores.history {
             command.env(CHILD_PG, url);
+        }
+        if let Files::S3 { endpoint, location } = &stores.files {
+            command
+                .env(CHILD_S3_ENDPOINT, endpoint)
+                .env(CHILD_S3_LOCATION, location);
         }
         let mut child = command
             .args([
@@ -459,7 +588,7 @@ fn killed_sessions_reopen_consistent(history: &History) {
             dir.path(),
             clock_at(Duration::from_secs(round * 1_000_000 + 500_000)),
             Durability::Normal,
-            history,
+            stores,
         );
         let prepared = rt.prepare().expect("the request is prepared");
         let last_step = facts.committed.keys().next_back().copied().unwrap_or(0);
@@ -472,6 +601,12 @@ fn killed_sessions_reopen_consistent(history: &History) {
             check(&prepared.request, &facts, &context),
             summary(round + 1, steps_seen),
         );
+        if let Some(objects) = &objects {
+            totals.add(
+                read_back(objects, &facts, &mut read),
+                summary(round + 1, steps_seen),
+            );
+        }
         if (round + 1) % 100 == 0 {
             // Progress of a long run (`cargo xtask stress`), in the same form as the end.
             eprintln!("{}", summary(round + 1, steps_seen)(&totals));
@@ -480,7 +615,7 @@ fn killed_sessions_reopen_consistent(history: &History) {
         rt.abandon(prepared);
         drop(rt);
 
-        if let History::StateDir = history {
+        if let History::StateDir = stores.history {
             let conn = rusqlite::Connection::open(dir.path().join("history.sqlite"))
                 .expect("sqlite opens");
             let integrity: String = conn
@@ -499,7 +634,7 @@ fn killed_sessions_reopen_consistent(history: &History) {
         dir.path(),
         clock_at(Duration::from_secs(99_000_000)),
         Durability::Normal,
-        history,
+        stores,
     );
     for k in 0..3 {
         let prepared = rt.prepare().expect("the request is prepared");
@@ -525,6 +660,14 @@ fn killed_sessions_reopen_consistent(history: &History) {
         )
         .expect("the commit succeeds");
         facts.committed.insert(step, (None, urls));
+    }
+    // At the end, every URL of the whole committed history reads back once more.
+    if let Some(objects) = &objects {
+        read.clear();
+        totals.add(
+            read_back(objects, &facts, &mut read),
+            summary(kills, steps_seen),
+        );
     }
     eprintln!("{}", summary(kills, steps_seen)(&totals));
 }

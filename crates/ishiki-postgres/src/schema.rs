@@ -1,0 +1,140 @@
+//! The tables of the PostgreSQL history store: versioned migrations (append only, applied
+//! under an advisory lock, a newer schema refused) and the statements every commit reuses.
+
+use ishiki_core::{StoreError, StoreErrorKind};
+use postgres::{Client, Statement};
+
+use crate::{SCHEMA_VERSION, db};
+
+/// Migration `n` (1-based) moves the schema from version `n - 1` to `n`. Append only: a
+/// released migration never changes.
+pub(crate) const MIGRATIONS: &[&str] = &["
+CREATE TABLE ishiki_leases (
+    conversation TEXT PRIMARY KEY,
+    token BIGINT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE ishiki_messages (
+    seq BIGSERIAL PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    id TEXT NOT NULL,
+    json TEXT NOT NULL,
+    withdrawn BOOLEAN NOT NULL DEFAULT false,
+    UNIQUE (conversation, id)
+);
+CREATE INDEX ishiki_messages_in_order ON ishiki_messages (conversation, seq);
+CREATE TABLE ishiki_attachments (
+    seq BIGSERIAL PRIMARY KEY,
+    conversation TEXT NOT NULL,
+    id TEXT NOT NULL,
+    json TEXT NOT NULL,
+    UNIQUE (conversation, id)
+);
+CREATE INDEX ishiki_attachments_in_order ON ishiki_attachments (conversation, seq);
+CREATE TABLE ishiki_state (
+    conversation TEXT NOT NULL,
+    key TEXT NOT NULL,
+    json TEXT NOT NULL,
+    PRIMARY KEY (conversation, key)
+);
+CREATE TABLE ishiki_meta (
+    conversation TEXT NOT NULL,
+    key TEXT NOT NULL,
+    json TEXT NOT NULL,
+    PRIMARY KEY (conversation, key)
+);
+"];
+
+/// The advisory lock key that serializes migrations (any constant; "ishiki" in ASCII).
+const MIGRATION_LOCK: i64 = 0x6973_6869_6b69;
+
+/// Prepared once per connection; reused by every commit.
+pub(crate) struct Statements {
+    pub(crate) renew: Statement,
+    pub(crate) insert_message: Statement,
+    pub(crate) withdraw: Statement,
+    pub(crate) insert_attachment: Statement,
+    pub(crate) put_state: Statement,
+    pub(crate) put_meta: Statement,
+}
+
+fn newer_schema(version: i32) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Version,
+        format!(
+            "history store schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
+        ),
+    )
+}
+
+pub(crate) fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    // The common case, without taking the migration lock: the schema is current. (An error
+    // here, such as a missing table, just means the locked path below decides.)
+    if let Ok(row) = client.query_one("SELECT max(version) FROM ishiki_schema", &[])
+        && let Ok(Some(version)) = row.try_get::<_, Option<i32>>(0)
+    {
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        if version > SCHEMA_VERSION {
+            return Err(newer_schema(version));
+        }
+    }
+    let mut tx = client
+        .transaction()
+        .map_err(db("cannot migrate the schema"))?;
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
+         CREATE TABLE IF NOT EXISTS ishiki_schema (
+             version INTEGER PRIMARY KEY,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+         );"
+    ))
+    .map_err(db("cannot migrate the schema"))?;
+    let row = tx
+        .query_one("SELECT coalesce(max(version), 0) FROM ishiki_schema", &[])
+        .map_err(db("cannot read the schema version"))?;
+    let version: i32 = row
+        .try_get(0)
+        .map_err(db("cannot read the schema version"))?;
+    if version > SCHEMA_VERSION {
+        return Err(newer_schema(version));
+    }
+    for (n, sql) in (1..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        tx.batch_execute(sql)
+            .map_err(db("cannot migrate the schema"))?;
+        tx.execute("INSERT INTO ishiki_schema (version) VALUES ($1)", &[&n])
+            .map_err(db("cannot migrate the schema"))?;
+    }
+    tx.commit().map_err(db("cannot migrate the schema"))
+}
+
+pub(crate) fn prepare(client: &mut Client) -> Result<Statements, StoreError> {
+    let mut p = |sql: &str| client.prepare(sql).map_err(db("cannot prepare"));
+    Ok(Statements {
+        renew: p(
+            "UPDATE ishiki_leases SET expires_at = now() + make_interval(secs => $3)
+             WHERE conversation = $1 AND token = $2",
+        )?,
+        insert_message: p(
+            "INSERT INTO ishiki_messages (conversation, id, json) VALUES ($1, $2, $3)",
+        )?,
+        withdraw: p("UPDATE ishiki_messages SET withdrawn = true
+             WHERE conversation = $1 AND id = $2")?,
+        insert_attachment: p(
+            "INSERT INTO ishiki_attachments (conversation, id, json) VALUES ($1, $2, $3)",
+        )?,
+        put_state: p(
+            "INSERT INTO ishiki_state (conversation, key, json) VALUES ($1, $2, $3)
+             ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
+        )?,
+        put_meta: p(
+            "INSERT INTO ishiki_meta (conversation, key, json) VALUES ($1, $2, $3)
+             ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
+        )?,
+    })
+}
