@@ -156,12 +156,6 @@ pub use yaml_budget::yaml_budget_message;
 /// Re-exported so tool authors and embedders need no direct dependency for these types.
 #[cfg(feature = "codemode")]
 pub use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn, run_if_worker};
-
-/// Without the `codemode` feature there is no program sandbox: an `Option` of this type is
-/// always `None`.
-#[cfg(not(feature = "codemode"))]
-#[derive(Debug, Clone)]
-pub(crate) enum NoSandbox {}
 pub use ishiki_outlet::{Budget, Display, DisplayPart, Media};
 pub use ishiki_resources::{
     ArtifactStore, AssetStore, FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,

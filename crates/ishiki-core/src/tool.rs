@@ -6,10 +6,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-#[cfg(not(feature = "codemode"))]
-use crate::NoSandbox as Sandbox;
-#[cfg(feature = "codemode")]
-use ishiki_codemode::Sandbox;
 use ishiki_outlet::{Display, DisplayPart, Emitted, Media, MediaRef, Outlet};
 use ishiki_projection::Lifetime;
 use ishiki_toolsearch::ToolDef;
@@ -119,13 +115,22 @@ pub struct DirectCall<'a> {
     pub(crate) context: &'a ToolContext,
     pub(crate) limits: CallLimits,
     pub(crate) outlet: &'a Outlet,
-    #[cfg_attr(not(feature = "codemode"), expect(dead_code, reason = "programs read it"))]
+    #[cfg_attr(
+        not(feature = "codemode"),
+        expect(dead_code, reason = "programs read it")
+    )]
     pub(crate) shared: &'a Arc<Shared>,
     /// Every registered tool with its definition (what a program may call is chosen from it).
-    #[cfg_attr(not(feature = "codemode"), expect(dead_code, reason = "programs read it"))]
+    #[cfg_attr(
+        not(feature = "codemode"),
+        expect(dead_code, reason = "programs read it")
+    )]
     pub(crate) tools: &'a [(ToolDef, Arc<dyn Tool>)],
-    #[cfg_attr(not(feature = "codemode"), expect(dead_code, reason = "programs read it"))]
-    pub(crate) sandbox: Option<&'a Sandbox>,
+    #[cfg_attr(
+        not(feature = "codemode"),
+        expect(dead_code, reason = "programs read it")
+    )]
+    pub(crate) sandbox: Option<&'a crate::builtin::Sandbox>,
 }
 
 impl DirectCall<'_> {

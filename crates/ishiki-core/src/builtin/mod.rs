@@ -24,6 +24,7 @@ use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError};
 #[cfg(feature = "codemode")]
 mod codemode;
 mod control;
+pub(crate) mod programs;
 mod read;
 mod search;
 mod send_message;
@@ -31,6 +32,7 @@ mod send_message;
 #[cfg(feature = "codemode")]
 pub(crate) use codemode::CodemodeTool;
 pub(crate) use control::ControlTool;
+pub(crate) use programs::{ProgramSettings, Sandbox};
 pub(crate) use read::ReadTool;
 pub(crate) use search::SearchTool;
 pub(crate) use send_message::SendMessageTool;

@@ -13,10 +13,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[cfg(not(feature = "codemode"))]
-use crate::NoSandbox as Sandbox;
-#[cfg(feature = "codemode")]
-use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn};
 use ishiki_outlet::{Budget, Outlet};
 use ishiki_projection::{
     AttachmentConfig, AttachmentContent, AttachmentRecord, DeliveryState, Lifetime, PendingChange,
@@ -94,17 +90,12 @@ pub struct RuntimeBuilder {
     tools: Vec<Arc<dyn Tool>>,
     schemes: Vec<Arc<dyn SchemeHandler>>,
     file_schemes: Vec<Arc<dyn FileScheme>>,
-    #[cfg(feature = "codemode")]
-    worker: WorkerSpawn,
     durability: Durability,
     store: Option<Box<dyn HistoryStore>>,
     budget: Budget,
-    #[cfg(feature = "codemode")]
-    codemode_limits: Option<Limits>,
     artifacts: Option<Arc<dyn ArtifactStore>>,
     assets: Option<Arc<dyn AssetStore>>,
-    #[cfg(feature = "codemode")]
-    sandbox: Option<Sandbox>,
+    pub(crate) programs: builtin::ProgramSettings,
 }
 
 impl RuntimeBuilder {
@@ -156,22 +147,6 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How codemode workers start (default: re-execute this binary; `main` must call
-    /// [`ishiki_codemode::run_if_worker`] first).
-    #[cfg(feature = "codemode")]
-    pub fn codemode_worker(mut self, worker: WorkerSpawn) -> Self {
-        self.worker = worker;
-        self
-    }
-
-    /// The codemode limits (wall clock, memory, instruction budget, sizes); default
-    /// [`Limits::default`].
-    #[cfg(feature = "codemode")]
-    pub fn codemode_limits(mut self, limits: Limits) -> Self {
-        self.codemode_limits = Some(limits);
-        self
-    }
-
     /// Store durability (default: `Full`, survives power loss). Applies to the default
     /// SQLite store only; a store passed with [`store`](Self::store) has its own setting.
     pub fn durability(mut self, durability: Durability) -> Self {
@@ -204,15 +179,6 @@ impl RuntimeBuilder {
     /// Where inbound assets live (default: `<state>/assets` on disk).
     pub fn assets(mut self, store: Arc<dyn AssetStore>) -> Self {
         self.assets = Some(store);
-        self
-    }
-
-    /// Runs codemode programs in this sandbox (its worker pool is shared by every runtime
-    /// given a clone) instead of starting a pool of its own; the builder's worker and limits
-    /// settings are then unused. Many conversations per process share one pool this way.
-    #[cfg(feature = "codemode")]
-    pub fn codemode_sandbox(mut self, sandbox: Sandbox) -> Self {
-        self.sandbox = Some(sandbox);
         self
     }
 
@@ -310,7 +276,7 @@ pub struct Runtime {
     /// Every registered tool with its definition, read once at start (definitions are fixed).
     tools: Vec<(ToolDef, Arc<dyn Tool>)>,
     validators: HashMap<String, Arc<jsonschema::Validator>>,
-    sandbox: Option<Sandbox>,
+    sandbox: Option<builtin::Sandbox>,
     /// Behind a mutex only so that `Runtime` is `Sync` (stores need only be `Send`), which lets
     /// `execute` run in a task on a multi-threaded executor; every use has `&mut self`, so the
     /// lock is never contended (`get_mut`).
@@ -345,17 +311,12 @@ impl Runtime {
             tools: Vec::new(),
             schemes: Vec::new(),
             file_schemes: Vec::new(),
-            #[cfg(feature = "codemode")]
-            worker: WorkerSpawn::CurrentExe,
             durability: Durability::Full,
             store: None,
             budget: Budget::default(),
-            #[cfg(feature = "codemode")]
-            codemode_limits: None,
             artifacts: None,
             assets: None,
-            #[cfg(feature = "codemode")]
-            sandbox: None,
+            programs: builtin::ProgramSettings::default(),
         }
     }
 

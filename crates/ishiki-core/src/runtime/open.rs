@@ -50,12 +50,7 @@ impl Runtime {
 
         let assembly = b.assembly;
         let codemode_on = assembly.profile.codemode.enable;
-        if codemode_on && !cfg!(feature = "codemode") {
-            return Err(RuntimeError::new(
-                "the profile turns codemode on, but ishiki-core was built without its \
-                 `codemode` feature",
-            ));
-        }
+        builtin::programs::check_available(codemode_on)?;
         let toolsearch_on = assembly.profile.toolsearch.enable;
         let parts = builtin::SharedParts {
             center: center.clone(),
@@ -76,24 +71,13 @@ impl Runtime {
         if toolsearch_on {
             tools.push(Arc::new(builtin::SearchTool::new(shared.clone())));
         }
-        #[cfg(feature = "codemode")]
         let codemode_index = codemode_on.then_some(tools.len());
         tools.push(Arc::new(builtin::SendMessageTool::new(shared.clone())));
         tools.push(Arc::new(builtin::ControlTool::finish()));
         tools.push(Arc::new(builtin::ControlTool::wait()));
         tools.extend(b.tools);
-        #[cfg(feature = "codemode")]
         if let Some(index) = codemode_index {
-            // The codemode description lists the signatures of the resident callable tools; it
-            // is fixed at start so the prefix stays stable; later tools come with deltas.
-            let resident: Vec<ToolDef> = tools
-                .iter()
-                .map(|t| t.program_view().unwrap_or_else(|| t.clone()).definition())
-                .filter(|d| {
-                    (d.resident || !toolsearch_on) && builtin::callable_from_program(&d.name)
-                })
-                .collect();
-            tools.insert(index, Arc::new(builtin::CodemodeTool::new(&resident)));
+            builtin::programs::insert_tool(&mut tools, index, toolsearch_on);
         }
         let mut validators = HashMap::new();
         let mut seen = BTreeSet::new();
@@ -195,23 +179,8 @@ impl Runtime {
             None => Vec::new(),
         };
 
-        #[cfg(not(feature = "codemode"))]
-        let sandbox = None;
-        #[cfg(feature = "codemode")]
-        let sandbox = if !shared.assembly.profile.codemode.enable {
-            None
-        } else if let Some(sandbox) = b.sandbox {
-            Some(sandbox)
-        } else {
-            let mut config = SandboxConfig {
-                worker: b.worker,
-                ..SandboxConfig::default()
-            };
-            if let Some(limits) = b.codemode_limits {
-                config.limits = limits;
-            }
-            Some(Sandbox::new(config))
-        };
+        let sandbox =
+            builtin::programs::sandbox(shared.assembly.profile.codemode.enable, b.programs);
 
         let mut runtime = Self {
             shared,

@@ -1,0 +1,115 @@
+//! What the runtime needs to know about programs, in one place whether or not the `codemode`
+//! feature is built: the builder's settings, the sandbox type, the codemode tool's insertion
+//! among the built-ins and the sandbox a runtime runs programs in.
+
+use std::sync::Arc;
+
+#[cfg(feature = "codemode")]
+use ishiki_codemode::{Limits, SandboxConfig, WorkerSpawn};
+#[cfg(feature = "codemode")]
+use ishiki_toolsearch::ToolDef;
+
+#[cfg(feature = "codemode")]
+use crate::runtime::RuntimeBuilder;
+use crate::runtime::RuntimeError;
+use crate::tool::Tool;
+
+/// The sandbox programs run in.
+#[cfg(feature = "codemode")]
+pub(crate) use ishiki_codemode::Sandbox;
+
+/// Without the `codemode` feature there is no sandbox: an `Option` of it is always `None`.
+#[cfg(not(feature = "codemode"))]
+#[derive(Debug, Clone)]
+pub(crate) enum Sandbox {}
+
+/// The builder's codemode settings.
+#[derive(Debug, Default)]
+pub(crate) struct ProgramSettings {
+    #[cfg(feature = "codemode")]
+    worker: Option<WorkerSpawn>,
+    #[cfg(feature = "codemode")]
+    limits: Option<Limits>,
+    #[cfg(feature = "codemode")]
+    sandbox: Option<Sandbox>,
+}
+
+#[cfg(feature = "codemode")]
+impl RuntimeBuilder {
+    /// How codemode workers start (default: re-execute this binary; `main` must call
+    /// [`ishiki_codemode::run_if_worker`] first). Feature `codemode`.
+    pub fn codemode_worker(mut self, worker: WorkerSpawn) -> Self {
+        self.programs.worker = Some(worker);
+        self
+    }
+
+    /// The codemode limits (wall clock, memory, instruction budget, sizes); default
+    /// [`Limits::default`]. Feature `codemode`.
+    pub fn codemode_limits(mut self, limits: Limits) -> Self {
+        self.programs.limits = Some(limits);
+        self
+    }
+
+    /// Runs codemode programs in this sandbox (its worker pool is shared by every runtime
+    /// given a clone) instead of starting a pool of its own; the builder's worker and limits
+    /// settings are then unused. Many conversations per process share one pool this way.
+    /// Feature `codemode`.
+    pub fn codemode_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.programs.sandbox = Some(sandbox);
+        self
+    }
+}
+
+/// Refuses a profile that turns programs on in a build without them.
+pub(crate) fn check_available(enabled: bool) -> Result<(), RuntimeError> {
+    if enabled && !cfg!(feature = "codemode") {
+        return Err(RuntimeError::new(
+            "the profile turns codemode on, but ishiki-core was built without its \
+             `codemode` feature",
+        ));
+    }
+    Ok(())
+}
+
+/// Puts the codemode tool at `index` among the built-ins. Its description lists the signatures
+/// of the resident tools a program may call; it is fixed at start so the prefix stays stable
+/// (later tools come with deltas).
+#[cfg(feature = "codemode")]
+pub(crate) fn insert_tool(tools: &mut Vec<Arc<dyn Tool>>, index: usize, toolsearch_on: bool) {
+    let resident: Vec<ToolDef> = tools
+        .iter()
+        .map(|t| t.program_view().unwrap_or_else(|| t.clone()).definition())
+        .filter(|d| (d.resident || !toolsearch_on) && super::callable_from_program(&d.name))
+        .collect();
+    tools.insert(index, Arc::new(super::CodemodeTool::new(&resident)));
+}
+
+/// Without programs there is no codemode tool (a profile that asks for one was refused).
+#[cfg(not(feature = "codemode"))]
+pub(crate) fn insert_tool(_: &mut [Arc<dyn Tool>], _: usize, _: bool) {}
+
+/// The sandbox a runtime runs programs in: none when programs are off; the shared one when the
+/// builder was given one; otherwise a pool of its own from the builder's settings.
+#[cfg(feature = "codemode")]
+pub(crate) fn sandbox(enabled: bool, settings: ProgramSettings) -> Option<Sandbox> {
+    if !enabled {
+        return None;
+    }
+    if let Some(sandbox) = settings.sandbox {
+        return Some(sandbox);
+    }
+    let mut config = SandboxConfig::default();
+    if let Some(worker) = settings.worker {
+        config.worker = worker;
+    }
+    if let Some(limits) = settings.limits {
+        config.limits = limits;
+    }
+    Some(Sandbox::new(config))
+}
+
+/// Without programs there is no sandbox.
+#[cfg(not(feature = "codemode"))]
+pub(crate) fn sandbox(_: bool, _: ProgramSettings) -> Option<Sandbox> {
+    None
+}
