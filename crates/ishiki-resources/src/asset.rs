@@ -38,7 +38,7 @@ pub struct AssetMeta {
 /// Where inbound media is kept (RES-6, RES-9). Assets never change once written: storing other
 /// bytes under an existing id is refused. [`DiskAssetStore`] is the default; other backends
 /// (object storage) implement the same contract. Register one with the center through
-/// [`AssetScheme`].
+/// `AssetScheme` (feature `center`).
 pub trait AssetStore: Send + Sync + std::fmt::Debug {
     /// Stores `bytes` under a given UUID v7 and creation time (deterministic runs).
     ///
