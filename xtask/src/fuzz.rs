@@ -160,6 +160,11 @@ fn run(
         .map_err(|e| format!("cannot run cargo fuzz: {e}"))?;
     let seconds = started.elapsed().as_secs_f64();
     let log = String::from_utf8_lossy(&output.stderr);
+    // The whole libFuzzer log stays beside the corpus (git-ignored), so a run stopped later
+    // still has this target's figures.
+    let logs = fuzz_dir.join("logs");
+    let _ = std::fs::create_dir_all(&logs);
+    let _ = std::fs::write(logs.join(format!("{target}.log")), log.as_bytes());
     let execs = log.lines().rev().find_map(|l| {
         l.strip_prefix("stat::number_of_executed_units:")
             .and_then(|n| n.trim().parse::<u64>().ok())
@@ -177,6 +182,10 @@ fn run(
             output.status
         ));
     };
+    eprintln!(
+        "{target}: {} executions in {seconds:.0} s, {findings} finding(s), {status}",
+        execs.map_or_else(|| "?".to_owned(), |n| n.to_string())
+    );
     Ok(Outcome {
         target,
         execs,
