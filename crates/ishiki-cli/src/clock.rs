@@ -31,7 +31,8 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let bad = || DurationError {
         input: text.to_owned(),
     };
-    let unit_at = text.len().checked_sub(1).ok_or_else(bad)?;
+    // The unit is the last character, which may take more than one byte ("3Л").
+    let (unit_at, _) = text.char_indices().next_back().ok_or_else(bad)?;
     let (digits, unit) = text.split_at(unit_at);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());
@@ -52,6 +53,16 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by `cargo xtask fuzz` (scenario_yaml): the unit was cut at the last byte, which
+    /// panicked inside a multi-byte character.
+    #[test]
+    fn a_duration_ending_in_a_multibyte_character_is_refused_not_a_panic() {
+        for bad in ["3Л", "Л", "12€", "1日", "5s\u{301}"] {
+            let error = parse_duration(bad).expect_err(bad);
+            assert!(error.to_string().starts_with("invalid duration"), "{error}");
+        }
+    }
 
     #[test]
     fn durations_parse_each_unit() {

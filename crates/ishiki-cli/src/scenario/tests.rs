@@ -305,6 +305,11 @@ fn scenario_error_messages() {
             "tools:\n  - define: { name: x, input_schema: {} }\nsteps: []\n",
         ),
         ("bad_duration", "steps:\n  - clock: { advance: 3w }\n"),
+        // Found by `cargo xtask fuzz` (scenario_yaml): a panic inside a multi-byte unit.
+        (
+            "multibyte_duration",
+            "steps:\n  - clock: { advance: \"3Л\" }\n",
+        ),
         (
             "duplicate_call_id",
             "steps:\n  - model: { calls: [ { id: c1, name: read, input: {} } ] }\n  - model: { calls: [ { id: c1, name: read, input: {} } ] }\n",
