@@ -254,6 +254,22 @@ async fn http_500_fails_after_the_retries_with_a_clear_message() {
     assert_eq!(seen.lock().unwrap().len(), 3);
 }
 
+/// A model without retries pointed at a port that was just free: nothing listens there.
+async fn unreachable_model() -> (HttpModel, u16) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let model = HttpModel::new(HttpConfig {
+        max_retries: 0,
+        ..config(Protocol::OpenAi, &format!("http://127.0.0.1:{port}"))
+    })
+    .unwrap();
+    (model, port)
+}
+
 /// The runtime sees a typed [`ModelError`]: what outlasted the retries but may pass later
 /// (a server error, an unreachable endpoint) is retryable; a refusal or a malformed body is
 /// permanent. The message is the provider's, unchanged.
@@ -293,17 +309,7 @@ async fn model_errors_say_whether_trying_again_may_help() {
     let malformed = model.respond(&empty).await.unwrap_err();
     assert_eq!(malformed.kind(), ModelErrorKind::Permanent);
 
-    let port = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let unreachable = HttpModel::new(HttpConfig {
-        max_retries: 0,
-        ..config(Protocol::OpenAi, &format!("http://127.0.0.1:{port}"))
-    })
-    .unwrap();
+    let (unreachable, _) = unreachable_model().await;
     let error = unreachable.respond(&empty).await.unwrap_err();
     assert!(error.is_retryable(), "{error}");
     assert!(error.message().starts_with("cannot reach "), "{error}");
@@ -329,18 +335,7 @@ async fn http_malformed_body_fails_without_retry_and_the_session_reports_it() {
 
 #[tokio::test]
 async fn http_unreachable_endpoint_and_missing_key_are_clear_errors() {
-    // A port that was just free: nothing listens there.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let model = HttpModel::new(HttpConfig {
-        max_retries: 0,
-        ..config(Protocol::OpenAi, &format!("http://127.0.0.1:{port}"))
-    })
-    .unwrap();
+    let (model, port) = unreachable_model().await;
     let error = model
         .send(&Request {
             tools: vec![],
