@@ -38,6 +38,7 @@ fn has_default_features(manifest: &str) -> bool {
 pub(crate) fn check_alone() -> Result<(), String> {
     let root = workspace_root();
     for name in library_crates(&root) {
+        let start = std::time::Instant::now();
         cargo(&["check", "--quiet", "-p", &name], &[])?;
         let manifest = std::fs::read_to_string(root.join("crates").join(&name).join("Cargo.toml"))
             .unwrap_or_default();
@@ -47,6 +48,7 @@ pub(crate) fn check_alone() -> Result<(), String> {
                 &[],
             )?;
         }
+        eprintln!("  {name} alone: {} s", start.elapsed().as_secs());
     }
     Ok(())
 }

@@ -79,29 +79,68 @@ fn cargo(args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
 }
 
 fn ci() -> Result<(), String> {
-    cargo(&["fmt", "--all", "--check"], &[])?;
+    let mut stages = Stages::default();
+    stages.run("fmt", || cargo(&["fmt", "--all", "--check"], &[]))?;
     let features = guards::ci_features();
-    cargo(
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--features",
-            &features,
-            "--",
-            "-D",
-            "warnings",
-        ],
-        &[],
-    )?;
-    cargo(
-        &["doc", "--workspace", "--no-deps"],
-        &[("RUSTDOCFLAGS", "-D warnings")],
-    )?;
-    guards::check_alone()?;
-    guards::package()?;
-    tools()?;
-    test()
+    stages.run("clippy", || {
+        cargo(
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--features",
+                &features,
+                "--",
+                "-D",
+                "warnings",
+            ],
+            &[],
+        )
+    })?;
+    stages.run("doc", || {
+        cargo(
+            &["doc", "--workspace", "--no-deps"],
+            &[("RUSTDOCFLAGS", "-D warnings")],
+        )
+    })?;
+    stages.run("check alone", guards::check_alone)?;
+    stages.run("package", guards::package)?;
+    stages.run("tools", tools)?;
+    stages.run("test", test)?;
+    eprintln!("{stages}");
+    Ok(())
+}
+
+/// How long each stage of `cargo xtask ci` took, printed at its end (and when a stage fails),
+/// so the 25-minute budget is watched stage by stage.
+#[derive(Default)]
+struct Stages(Vec<(&'static str, std::time::Duration)>);
+
+impl Stages {
+    fn run(
+        &mut self,
+        name: &'static str,
+        stage: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let start = std::time::Instant::now();
+        let result = stage();
+        self.0.push((name, start.elapsed()));
+        if result.is_err() {
+            eprintln!("{self}");
+        }
+        result
+    }
+}
+
+impl std::fmt::Display for Stages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let total: std::time::Duration = self.0.iter().map(|(_, d)| *d).sum();
+        write!(f, "ci stages:")?;
+        for (name, took) in &self.0 {
+            write!(f, " {name} {} s;", took.as_secs())?;
+        }
+        write!(f, " total {} s", total.as_secs())
+    }
 }
 
 /// The MCP reference server's pinned version (the MCP tests and `examples/mcp-everything.yaml`
