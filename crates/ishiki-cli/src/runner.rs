@@ -17,8 +17,8 @@ use crate::fixture_tools::{
 use crate::interpolate::{CallInput, continuation_input};
 use crate::scenario::{Scenario, Step, ToolSpec, VisionAnswer};
 use crate::transcript::{
-    Attachment, Continuation, Dropped, End, ErrorEvent, Event, Format, Inbound, Lifetime,
-    ModelFailed, RequestEvent, Sent, ToolResultEvent, TranscriptWriter,
+    Continuation, Dropped, End, ErrorEvent, Event, Format, Inbound, ModelFailed, RequestEvent,
+    Sent, ToolResultEvent, TranscriptWriter,
 };
 
 /// Options of one run.
@@ -307,15 +307,7 @@ impl<'a> Runner<'a> {
                         writer,
                         Event::Inbound(Inbound {
                             id: user.id.clone(),
-                            images: images
-                                .into_iter()
-                                .map(|i| Attachment {
-                                    url: i.url,
-                                    media_type: i.media_type,
-                                    bytes: i.bytes,
-                                    lifetime: Lifetime::Once,
-                                })
-                                .collect(),
+                            images,
                         }),
                     )?;
                 }
@@ -416,20 +408,7 @@ impl<'a> Runner<'a> {
                                 name: report.name,
                                 is_error: report.is_error,
                                 text: report.text,
-                                attachments: report
-                                    .attachments
-                                    .into_iter()
-                                    .map(|a| Attachment {
-                                        url: a.url,
-                                        media_type: a.media_type,
-                                        bytes: a.bytes,
-                                        lifetime: match a.lifetime.as_str() {
-                                            "recent" => Lifetime::Recent,
-                                            "retain" => Lifetime::Retain,
-                                            _ => Lifetime::Once,
-                                        },
-                                    })
-                                    .collect(),
+                                attachments: report.attachments,
                                 continuation: report.continuation.map(|url| Continuation { url }),
                             }),
                         )?;

@@ -63,42 +63,9 @@ pub use ishiki_core::{
     DeltaEntry as CatalogEntry, MediaPart as Media, Message, Part, Request, Role, ToolSpec as Tool,
 };
 
-/// `ATTACHMENT` = `{url, media_type, bytes, lifetime}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Attachment {
-    /// Where the attachment lives.
-    pub url: String,
-    /// Its media type.
-    pub media_type: String,
-    /// Its size in bytes.
-    pub bytes: u64,
-    /// How long the model keeps seeing it.
-    pub lifetime: Lifetime,
-}
-
-/// An attachment's lifetime in the model's view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Lifetime {
-    /// Shown with the result that brought it, then gone.
-    Once,
-    /// Kept among the recent images until pruned.
-    Recent,
-    /// Kept for the whole conversation.
-    Retain,
-}
-
-impl Lifetime {
-    /// The lifetime as written in the transcript.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lifetime::Once => "once",
-            Lifetime::Recent => "recent",
-            Lifetime::Retain => "retain",
-        }
-    }
-}
+/// `ATTACHMENT` = `{url, media_type, bytes, lifetime}`: the runtime's own [`AttachmentInfo`]
+/// (`ishiki_core::AttachmentInfo`), with projection's [`Lifetime`].
+pub use ishiki_core::{AttachmentInfo as Attachment, Lifetime};
 
 /// `{"event":"model_failed","step","reason"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

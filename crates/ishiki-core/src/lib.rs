@@ -113,6 +113,7 @@
 
 mod builtin;
 mod clock;
+mod convert;
 mod decode;
 mod guard;
 mod platform;
@@ -135,14 +136,12 @@ pub use ishiki_model::{
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
 pub use profile::ImageLimits;
 pub use profile::{
-    Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, AttachmentSection, CleanupSection,
-    CodemodeSection, MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelDecl,
-    ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
+    Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, CleanupSection, CodemodeSection,
+    MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelDecl, ModelsDoc, Profile,
+    ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
 };
 pub use rejection::image_rejection;
-pub use runtime::{
-    AttachmentInfo, CallReport, InboundImage, Prepared, Runtime, RuntimeBuilder, RuntimeError,
-};
+pub use runtime::{AttachmentInfo, CallReport, Prepared, Runtime, RuntimeBuilder, RuntimeError};
 pub use store::{
     Batch, Durability, HistoryStore, MemoryStore, SqliteStore, StoreError, StoreErrorKind,
     StoredAttachment, StoredMessage, StoredState,
@@ -157,6 +156,7 @@ pub use yaml_budget::yaml_budget_message;
 #[cfg(feature = "codemode")]
 pub use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn, run_if_worker};
 pub use ishiki_outlet::{Budget, Display, DisplayPart, Media};
+pub use ishiki_projection::{AttachmentConfig, Lifetime};
 pub use ishiki_resources::{
     ArtifactStore, AssetStore, FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
 };

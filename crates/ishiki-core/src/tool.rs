@@ -54,12 +54,6 @@ impl fmt::Display for ToolError {
 
 impl std::error::Error for ToolError {}
 
-impl From<ishiki_resources::Error> for ToolError {
-    fn from(e: ishiki_resources::Error) -> Self {
-        Self::new(e.message())
-    }
-}
-
 /// A tool the runtime can call directly and from codemode programs.
 ///
 /// `execute` returns the *raw* result (JSON; MCP-style content arrays for media): that is what a

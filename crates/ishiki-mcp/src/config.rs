@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ishiki_core::Profile;
+use ishiki_core::{McpServerDecl, Profile};
 
-/// The default limit, the same as the profile's `timeoutMs` default.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(30_000);
+/// The default limit: the profile's `timeoutMs` default ([`McpServerDecl::DEFAULT_TIMEOUT_MS`]),
+/// defined there once.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(McpServerDecl::DEFAULT_TIMEOUT_MS);
 
 /// How to start one MCP server over stdio, and how its tools join the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +31,7 @@ pub struct McpServerConfig {
 }
 
 impl McpServerConfig {
-    /// A server `name` started by `command`; deferred tools, a 30 s timeout.
+    /// A server `name` started by `command`; deferred tools, the [`DEFAULT_TIMEOUT`].
     pub fn new(name: impl Into<String>, command: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -71,15 +72,21 @@ impl McpServerConfig {
             .mcp
             .servers
             .iter()
-            .map(|(name, decl)| McpServerConfig {
-                name: name.clone(),
-                command: decl.command.clone(),
-                args: decl.args.clone(),
-                env: decl.env.clone(),
-                cwd: decl.cwd.as_ref().map(PathBuf::from),
-                resident: decl.resident,
-                timeout: Duration::from_millis(decl.timeout_ms),
-            })
+            .map(|(name, decl)| McpServerConfig::from_decl(name, decl))
             .collect()
+    }
+
+    /// The server `name` as the profile declares it: the one place a declaration (YAML's
+    /// strings and milliseconds) becomes a configuration (paths and a [`Duration`]).
+    pub fn from_decl(name: &str, decl: &McpServerDecl) -> McpServerConfig {
+        McpServerConfig {
+            name: name.to_owned(),
+            command: decl.command.clone(),
+            args: decl.args.clone(),
+            env: decl.env.clone(),
+            cwd: decl.cwd.as_ref().map(PathBuf::from),
+            resident: decl.resident,
+            timeout: Duration::from_millis(decl.timeout_ms),
+        }
     }
 }

@@ -20,6 +20,43 @@ pub enum Lifetime {
     Retain,
 }
 
+impl Lifetime {
+    /// Every lifetime, in the order the docs list them.
+    pub const ALL: [Lifetime; 3] = [Lifetime::Once, Lifetime::Recent, Lifetime::Retain];
+
+    /// The name a model, a profile and a transcript write: `once`, `recent` or `retain`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lifetime::Once => "once",
+            Lifetime::Recent => "recent",
+            Lifetime::Retain => "retain",
+        }
+    }
+}
+
+impl std::fmt::Display for Lifetime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Lifetime {
+    type Err = Error;
+
+    /// `once`, `recent` or `retain`; anything else is an error naming the three.
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Lifetime::ALL
+            .into_iter()
+            .find(|l| l.as_str() == s)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!("unknown lifetime `{s}` (expected once, recent or retain)"),
+                )
+            })
+    }
+}
+
 /// The profile's `attachment` section (PRO-2). Serde uses the profile's camelCase keys; missing
 /// keys take their defaults. Unknown keys are left to the caller's own assembly checks (PRO-7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,21 +107,47 @@ impl Default for AttachmentConfig {
 }
 
 impl AttachmentConfig {
+    /// The smallest value each counted key accepts, by its profile name. The profile decoder
+    /// and [`validate`](Self::validate) both read this table, so a range is written once.
+    pub const MINIMUMS: [(&'static str, u64); 6] = [
+        ("recentImageCount", 0),
+        ("imagePruneBatchSize", 1),
+        ("maxImageBytes", 1),
+        ("maxTotalImageBytes", 1),
+        ("maxImageCount", 1),
+        ("maxImageDimension", 1),
+    ];
+
+    /// The smallest value `key` (a profile name of [`MINIMUMS`](Self::MINIMUMS)) accepts; 0
+    /// for a key without a minimum.
+    pub fn minimum(key: &str) -> u64 {
+        Self::MINIMUMS
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or(0, |(_, min)| *min)
+    }
+
     /// Checks the ranges that would make projection useless: a zero batch size, or a zero image
     /// limit (every image would wait or be refused for ever). [`project`](crate::project) itself
-    /// never fails on such values — it treats a zero batch as 1 — so this is for assembly (PRO-7).
+    /// never fails on such values — it treats a zero batch as 1 — so this is for callers that
+    /// build a config in code; a profile's decoder applies the same [`MINIMUMS`](Self::MINIMUMS)
+    /// with the key's line and column (PRO-7).
     pub fn validate(&self) -> Result<(), Error> {
-        let checks: [(&str, bool); 5] = [
-            ("imagePruneBatchSize", self.image_prune_batch_size == 0),
-            ("maxImageBytes", self.max_image_bytes == 0),
-            ("maxTotalImageBytes", self.max_total_image_bytes == 0),
-            ("maxImageCount", self.max_image_count == 0),
-            ("maxImageDimension", self.max_image_dimension == 0),
+        let values: [(&str, u64); 6] = [
+            ("recentImageCount", self.recent_image_count as u64),
+            ("imagePruneBatchSize", self.image_prune_batch_size as u64),
+            ("maxImageBytes", self.max_image_bytes),
+            ("maxTotalImageBytes", self.max_total_image_bytes),
+            ("maxImageCount", self.max_image_count as u64),
+            ("maxImageDimension", u64::from(self.max_image_dimension)),
         ];
-        match checks.iter().find(|(_, bad)| *bad) {
+        match values
+            .iter()
+            .find(|(key, value)| *value < Self::minimum(key))
+        {
             Some((key, _)) => Err(Error::new(
                 ErrorKind::InvalidConfig,
-                format!("attachment.{key} must be at least 1"),
+                format!("attachment.{key} must be at least {}", Self::minimum(key)),
             )),
             None => Ok(()),
         }

@@ -1,39 +1,10 @@
-//! What a step announces about tools that joined the catalog (TS-3): a wire shape for the
-//! transcript's `catalog_delta` part and the text a model reads; and the note about tools that
-//! left it (TS-5).
-
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+//! What a step announces about tools that joined the catalog (TS-3): the text a model reads;
+//! and the note about tools that left it (TS-5). The `catalog_delta` part's wire shape belongs to
+//! the model boundary (`ishiki-model`'s `DeltaEntry`), which an embedder builds from
+//! [`ToolDef`] and [`signature`](crate::signature).
 
 use crate::def::{ToolDef, short_description};
 use crate::signature::signatures;
-
-/// One tool of a `catalog_delta` part: `{ "name", "description", "input_schema", "signature"? }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeltaEntry {
-    /// The tool's name.
-    pub name: String,
-    /// The tool's full description.
-    pub description: String,
-    /// The tool's input JSON Schema.
-    pub input_schema: Value,
-    /// The TypeScript declaration (TS-4), present when codemode is on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<String>,
-}
-
-/// The entries of a `catalog_delta` part for `delta`, with signatures when codemode is on.
-pub fn delta_entries(delta: &[ToolDef], with_signatures: bool) -> Vec<DeltaEntry> {
-    delta
-        .iter()
-        .map(|def| DeltaEntry {
-            name: def.name.clone(),
-            description: def.description.clone(),
-            input_schema: def.input_schema.clone(),
-            signature: with_signatures.then(|| crate::signature(def)),
-        })
-        .collect()
-}
 
 /// The text announcing `delta` to the model; empty when nothing joined.
 ///

@@ -164,14 +164,6 @@ fn callable_tools(
     out
 }
 
-fn lifetime_of(l: ishiki_codemode::Lifetime) -> Lifetime {
-    match l {
-        ishiki_codemode::Lifetime::Once => Lifetime::Once,
-        ishiki_codemode::Lifetime::Recent => Lifetime::Recent,
-        ishiki_codemode::Lifetime::Retain => Lifetime::Retain,
-    }
-}
-
 /// The most attachments one program result may declare (issue 13): more is an error, before
 /// anything is read.
 pub(crate) const MAX_ATTACHMENTS_PER_RESULT: usize = 32;
@@ -252,7 +244,7 @@ async fn codemode_display(
                     data,
                     url: None,
                 }));
-                lifetimes.push(lifetime_of(item.lifetime));
+                lifetimes.push(crate::convert::lifetime(item.lifetime));
             }
             CmContent::Text { uri, text, .. } => {
                 add_bytes(text.len())?;
@@ -269,7 +261,7 @@ async fn codemode_display(
                         data: data.clone(),
                         url: Some(url),
                     }));
-                    lifetimes.push(lifetime_of(item.lifetime));
+                    lifetimes.push(crate::convert::lifetime(item.lifetime));
                 }
                 Some(Ok(ReadResult::Text { .. })) => parts.push(DisplayPart::Text(format!(
                     "\n[attachment {url} is text, not media: read it instead]"

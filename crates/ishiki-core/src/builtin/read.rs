@@ -59,7 +59,7 @@ fn read_schema(offer_lifetime: bool) -> Value {
     if offer_lifetime {
         properties["lifetime"] = json!({
             "type": "string",
-            "enum": ["once", "recent", "retain"],
+            "enum": Lifetime::ALL.map(Lifetime::as_str),
             "description": "How long an image read stays visible: once (default, the next request only), recent (kept among the latest images), retain (while this result stays in context)."
         });
     }
@@ -175,12 +175,13 @@ async fn ask_vision(shared: &Shared, url: &str, question: &str) -> Result<String
         .map_err(|reason| ToolError::new(format!("the vision model `{target}` failed: {reason}")))
 }
 
+/// The input's `lifetime`; `once` when absent (the schema admits only the three names).
 fn parse_lifetime(input: &Value) -> Lifetime {
-    match input.get("lifetime").and_then(Value::as_str) {
-        Some("recent") => Lifetime::Recent,
-        Some("retain") => Lifetime::Retain,
-        _ => Lifetime::Once,
-    }
+    input
+        .get("lifetime")
+        .and_then(Value::as_str)
+        .and_then(|name| name.parse().ok())
+        .unwrap_or_default()
 }
 
 /// A direct `read`: FileScheme text pages from its own URL (OUT-6), other text through the

@@ -68,35 +68,55 @@ impl Doc<'_> {
 
         let path = root.key("attachment");
         let a = self.section(entries, &root, "attachment", ATTACHMENT_KEYS)?;
-        let d = AttachmentSection::default();
-        let attachment = AttachmentSection {
+        let d = AttachmentConfig::default();
+        let min = AttachmentConfig::minimum;
+        let attachment = AttachmentConfig {
             image_input: self.bool(a, &path, "imageInput", d.image_input)?,
             message_image_input: self.bool(a, &path, "messageImageInput", d.message_image_input)?,
             vision_model: self.opt_string(a, &path, "visionModel")?,
-            recent_image_count: self.uint(a, &path, "recentImageCount", 0, d.recent_image_count)?,
+            recent_image_count: self.uint(
+                a,
+                &path,
+                "recentImageCount",
+                min("recentImageCount"),
+                d.recent_image_count,
+            )?,
             image_prune_batch_size: self.uint(
                 a,
                 &path,
                 "imagePruneBatchSize",
-                1,
+                min("imagePruneBatchSize"),
                 d.image_prune_batch_size,
             )?,
-            max_image_bytes: self.uint(a, &path, "maxImageBytes", 1, d.max_image_bytes)?,
+            max_image_bytes: self.uint(
+                a,
+                &path,
+                "maxImageBytes",
+                min("maxImageBytes"),
+                d.max_image_bytes,
+            )?,
             max_total_image_bytes: self.uint(
                 a,
                 &path,
                 "maxTotalImageBytes",
-                1,
+                min("maxTotalImageBytes"),
                 d.max_total_image_bytes,
             )?,
-            max_image_count: self.uint(a, &path, "maxImageCount", 1, d.max_image_count)?,
+            max_image_count: self.uint(
+                a,
+                &path,
+                "maxImageCount",
+                min("maxImageCount"),
+                d.max_image_count,
+            )?,
             max_image_dimension: self.uint(
                 a,
                 &path,
                 "maxImageDimension",
-                1,
+                min("maxImageDimension"),
                 d.max_image_dimension,
             )?,
+            provider_limits: d.provider_limits,
         };
 
         let path = root.key("assets");

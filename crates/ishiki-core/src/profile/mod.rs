@@ -18,6 +18,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 use serde_saphyr::{Location, Spanned, UserMessageFormatter};
 
+pub(crate) use ishiki_projection::AttachmentConfig;
 pub use ishiki_projection::ImageLimits;
 
 /// The exact message of PRO-6, for a profile that still sets `attachment.maxImageRenders`.
@@ -39,8 +40,7 @@ use decode::*;
 use diagnostic::*;
 pub use diagnostic::{AssemblyError, AssemblyErrorKind};
 pub use schema::{
-    Assembly, AssetsSection, AttachmentSection, CleanupSection, CodemodeSection, McpSection,
-    McpServerDecl, Modality, ModelDecl, ModelsDoc, Profile, ToolCalling, ToolsSection,
-    ToolsearchSection, VisionTarget,
+    Assembly, AssetsSection, CleanupSection, CodemodeSection, McpSection, McpServerDecl, Modality,
+    ModelDecl, ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget,
 };
 use tree::*;

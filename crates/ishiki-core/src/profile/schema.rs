@@ -11,8 +11,10 @@ pub struct Profile {
     pub codemode: CodemodeSection,
     /// `toolsearch`: whether non-resident tools wait in a pool (TS-1).
     pub toolsearch: ToolsearchSection,
-    /// `attachment`: image input switches, the vision side-model and per-request budgets (PRO-2).
-    pub attachment: AttachmentSection,
+    /// `attachment`: image input switches, the vision side-model and per-request budgets
+    /// (PRO-2): projection's own [`AttachmentConfig`], its defaults and ranges defined there
+    /// once. Its `provider_limits` stay empty here: the runtime adds the main model's.
+    pub attachment: AttachmentConfig,
     /// `assets`: inbound media download and cleanup (PRO-3).
     pub assets: AssetsSection,
     /// `mcp`: MCP servers whose tools join the pool (issue 9). Left out of the serialized
@@ -64,52 +66,6 @@ pub struct CodemodeSection {
 pub struct ToolsearchSection {
     /// `toolsearch.enable` (default false).
     pub enable: bool,
-}
-
-/// The `attachment` section (PRO-2). Ranges: `imagePruneBatchSize`, `maxImageBytes`,
-/// `maxTotalImageBytes`, `maxImageCount` and `maxImageDimension` must be at least 1 (zero would
-/// make every image wait or be refused for ever; `imageInput: false` is the way to turn images
-/// off). `recentImageCount` may be 0: `recent` images then last only until a pruning batch is
-/// full.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AttachmentSection {
-    /// `imageInput` (default true): the profile's upper bound on the main model's image input.
-    pub image_input: bool,
-    /// `messageImageInput` (default true): whether platform-message images enter the main
-    /// context by themselves (PRJ-2).
-    pub message_image_input: bool,
-    /// `visionModel` (default none): a model or model-group name for `read(...?question=)`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub vision_model: Option<String>,
-    /// `recentImageCount` (default 3).
-    pub recent_image_count: usize,
-    /// `imagePruneBatchSize` (default 2, at least 1).
-    pub image_prune_batch_size: usize,
-    /// `maxImageBytes` (default 5242880, at least 1).
-    pub max_image_bytes: u64,
-    /// `maxTotalImageBytes` (default 10485760, at least 1).
-    pub max_total_image_bytes: u64,
-    /// `maxImageCount` (default 4, at least 1).
-    pub max_image_count: usize,
-    /// `maxImageDimension` (default 1568, at least 1).
-    pub max_image_dimension: u32,
-}
-
-impl Default for AttachmentSection {
-    fn default() -> Self {
-        Self {
-            image_input: true,
-            message_image_input: true,
-            vision_model: None,
-            recent_image_count: 3,
-            image_prune_batch_size: 2,
-            max_image_bytes: 5_242_880,
-            max_total_image_bytes: 10_485_760,
-            max_image_count: 4,
-            max_image_dimension: 1568,
-        }
-    }
 }
 
 /// The `assets` section (PRO-3).

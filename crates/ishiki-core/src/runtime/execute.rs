@@ -156,7 +156,7 @@ impl Runtime {
                         url: media.url.clone(),
                         media_type: media.media_type.clone(),
                         bytes: media.bytes,
-                        lifetime: lifetime_name(*lifetime).to_owned(),
+                        lifetime: *lifetime,
                     });
                     records.push(AttachmentRecord {
                         id: format!("s{step}-{}-att-{}", call.id, k + 1),

@@ -30,7 +30,7 @@ use crate::builtin::{self, Shared};
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::decode;
 use crate::message::{
-    DeltaEntry, MediaPart, Message, Model, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
+    MediaPart, Message, Model, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
 };
 use crate::platform::{NullPlatform, Platform, VisionModel};
 use crate::profile::{Assembly, ToolCalling};
@@ -217,17 +217,20 @@ pub struct Prepared {
     announced: Vec<String>,
 }
 
-/// One media attachment of a tool result.
+/// One media attachment of a tool result or an inbound message, as a transcript prints it:
+/// `{url, media_type, bytes, lifetime}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AttachmentInfo {
-    /// The resource URL (`artifact://…` or `asset://…`).
+    /// The resource URL (`artifact://…` or `asset://…`; empty for an inbound image that was not
+    /// downloaded).
     pub url: String,
     /// Media type.
     pub media_type: String,
     /// Size in bytes.
     pub bytes: u64,
-    /// Lifetime: `once`, `recent` or `retain`.
-    pub lifetime: String,
+    /// How long the model keeps seeing it (serialized as `once`, `recent` or `retain`).
+    pub lifetime: Lifetime,
 }
 
 /// What one call produced, as the model will see it.
@@ -249,17 +252,6 @@ pub struct CallReport {
     /// calls in this conversation whose hits did not include it — the searches that missed
     /// the tool the model went on to use.
     pub missed_by_search: Vec<String>,
-}
-
-/// An inbound image as registered (PRJ-2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboundImage {
-    /// `asset://<UUID v7>`, or empty when the image was not downloaded.
-    pub url: String,
-    /// Media type.
-    pub media_type: String,
-    /// Size in bytes.
-    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -357,18 +349,9 @@ impl Runtime {
     }
 
     fn attachment_config(&self) -> AttachmentConfig {
-        let a = &self.shared.assembly.profile.attachment;
         AttachmentConfig {
-            image_input: a.image_input,
-            message_image_input: a.message_image_input,
-            recent_image_count: a.recent_image_count,
-            image_prune_batch_size: a.image_prune_batch_size,
-            max_image_bytes: a.max_image_bytes,
-            max_total_image_bytes: a.max_total_image_bytes,
-            max_image_count: a.max_image_count,
-            max_image_dimension: a.max_image_dimension,
-            vision_model: a.vision_model.clone(),
             provider_limits: self.shared.assembly.main.image_limits(),
+            ..self.shared.assembly.profile.attachment.clone()
         }
     }
 
@@ -471,14 +454,6 @@ fn source_key(link: &SourceLink) -> String {
     match link {
         SourceLink::Message { message_id } => format!("m:{message_id}"),
         SourceLink::ToolResult { call_id } => format!("c:{call_id}"),
-    }
-}
-
-pub(crate) fn lifetime_name(l: Lifetime) -> &'static str {
-    match l {
-        Lifetime::Once => "once",
-        Lifetime::Recent => "recent",
-        Lifetime::Retain => "retain",
     }
 }
 

@@ -6,13 +6,14 @@ use super::*;
 impl Runtime {
     /// Registers an inbound platform message (PRJ-2): its images become `asset://<UUID v7>`
     /// resources (when within `assets.autoDownloadMaxBytes`, RES-9) and attachment records of
-    /// lifetime `once` (unless `messageImageInput` is off).
+    /// lifetime `once` (unless `messageImageInput` is off). Returns each image as registered;
+    /// the URL is empty for one that was not downloaded.
     pub fn add_user_message(
         &mut self,
         id: &str,
         text: &str,
         images: &[Vec<u8>],
-    ) -> Result<Vec<InboundImage>, RuntimeError> {
+    ) -> Result<Vec<AttachmentInfo>, RuntimeError> {
         if self.history.iter().any(|e| e.message.id == id) {
             return Err(RuntimeError::new(format!(
                 "message id `{id}` is already used"
@@ -43,10 +44,11 @@ impl Runtime {
                 ));
                 self.not_downloaded
                     .insert(record_id.clone(), reason.clone());
-                inbound.push(InboundImage {
+                inbound.push(AttachmentInfo {
                     url: url.clone(),
                     media_type: info.media_type.clone(),
                     bytes: size,
+                    lifetime: Lifetime::Once,
                 });
                 records.push((
                     AttachmentRecord {
@@ -89,10 +91,11 @@ impl Runtime {
                     dimensions: meta.dimensions,
                 })
             ));
-            inbound.push(InboundImage {
+            inbound.push(AttachmentInfo {
                 url: meta.url.clone(),
                 media_type: meta.media_type.clone(),
                 bytes: size,
+                lifetime: Lifetime::Once,
             });
             if message_images {
                 records.push((
@@ -285,11 +288,7 @@ impl Runtime {
         let tools: Vec<ToolSpec> = step_catalog
             .tools
             .iter()
-            .map(|d| ToolSpec {
-                name: d.name.clone(),
-                description: d.description.clone(),
-                input_schema: d.input_schema.clone(),
-            })
+            .map(crate::convert::tool_spec)
             .collect();
         let announced_set: BTreeSet<&String> = self.announced.iter().collect();
         // Removed tools keep their place in the list (the prefix stays) but are not announced
@@ -327,12 +326,7 @@ impl Runtime {
                 content.push(Part::CatalogDelta {
                     added: added
                         .iter()
-                        .map(|d| DeltaEntry {
-                            name: d.name.clone(),
-                            description: d.description.clone(),
-                            input_schema: d.input_schema.clone(),
-                            signature: with_signatures.then(|| ishiki_toolsearch::signature(d)),
-                        })
+                        .map(|d| crate::convert::delta_entry(d, with_signatures))
                         .collect(),
                 });
             }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ishiki_core::{
-    AssemblyError, AssemblyErrorKind, AttachmentSection, MAX_IMAGE_RENDERS_REMOVED, Modality,
+    AssemblyError, AssemblyErrorKind, AttachmentConfig, MAX_IMAGE_RENDERS_REMOVED, Modality,
     ModelDecl, ModelsDoc, Profile, ToolCalling, assemble,
 };
 use proptest::prelude::*;
@@ -57,7 +57,7 @@ fn pro2_attachment_defaults_and_keys() {
     let d = Profile::default().attachment;
     assert_eq!(
         d,
-        AttachmentSection {
+        AttachmentConfig {
             image_input: true,
             message_image_input: true,
             vision_model: None,
@@ -67,6 +67,7 @@ fn pro2_attachment_defaults_and_keys() {
             max_total_image_bytes: 10_485_760,
             max_image_count: 4,
             max_image_dimension: 1568,
+            provider_limits: ishiki_core::ImageLimits::default(),
         }
     );
 

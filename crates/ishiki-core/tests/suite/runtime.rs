@@ -511,7 +511,7 @@ async fn read2_lifetime_is_honoured_and_refused_where_not_offered() {
     )
     .await;
     let att = &report(&reports, "r1").attachments[0];
-    assert_eq!(att.lifetime, "retain");
+    assert_eq!(att.lifetime, ishiki_core::Lifetime::Retain);
     // Retained: embedded in the next two requests, not just one.
     let (first, _) = step(&mut rt, say("I see it.")).await;
     let (second, _) = step(&mut rt, say("Still there.")).await;

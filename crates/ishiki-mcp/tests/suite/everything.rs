@@ -86,7 +86,7 @@ async fn ts2_search_finds_the_tiny_image_and_a_direct_call_yields_a_png_attachme
         "{}",
         attachment.url
     );
-    assert_eq!(attachment.lifetime, "once");
+    assert_eq!(attachment.lifetime, ishiki_core::Lifetime::Once);
     let bytes = rt.resources().read(&attachment.url).await;
     assert!(bytes.is_ok(), "the artifact reads back: {bytes:?}");
     with_snapshots(|| {
@@ -246,7 +246,10 @@ async fn cm6_a_program_returns_the_mcp_image_with_lifetime_recent() {
     assert!(!report.is_error, "{}", report.text);
     assert_eq!(report.attachments.len(), 1, "{report:?}");
     assert_eq!(report.attachments[0].media_type, "image/png");
-    assert_eq!(report.attachments[0].lifetime, "recent");
+    assert_eq!(
+        report.attachments[0].lifetime,
+        ishiki_core::Lifetime::Recent
+    );
     assert!(
         report.text.contains("\"kind\":\"image\""),
         "{}",

@@ -92,6 +92,48 @@ fn pro7_validate_names_the_key() {
 }
 
 #[test]
+fn pro7_every_minimum_is_enforced_and_its_key_named() {
+    // MINIMUMS is the one table the profile decoder and validate both read: each key with a
+    // minimum of 1 fails at 0, naming that key.
+    for (key, min) in AttachmentConfig::MINIMUMS {
+        let mut c = cfg();
+        match key {
+            "recentImageCount" => c.recent_image_count = 0,
+            "imagePruneBatchSize" => c.image_prune_batch_size = 0,
+            "maxImageBytes" => c.max_image_bytes = 0,
+            "maxTotalImageBytes" => c.max_total_image_bytes = 0,
+            "maxImageCount" => c.max_image_count = 0,
+            "maxImageDimension" => c.max_image_dimension = 0,
+            other => panic!("MINIMUMS names `{other}`, which this test does not know"),
+        }
+        let want = (min > 0).then(|| format!("attachment.{key} must be at least {min}"));
+        assert_eq!(c.validate().err().map(|e| e.to_string()), want, "{key}");
+        assert_eq!(AttachmentConfig::minimum(key), min);
+    }
+    assert_eq!(AttachmentConfig::minimum("imageInput"), 0);
+}
+
+#[test]
+fn prj4_lifetimes_read_and_print_as_their_names() {
+    for l in Lifetime::ALL {
+        assert_eq!(l.as_str().parse::<Lifetime>().ok(), Some(l));
+        assert_eq!(l.to_string(), l.as_str());
+        assert_eq!(
+            serde_json::to_value(l).ok(),
+            Some(serde_json::json!(l.as_str()))
+        );
+    }
+    assert_eq!(
+        "forever"
+            .parse::<Lifetime>()
+            .err()
+            .map(|e| e.to_string())
+            .as_deref(),
+        Some("unknown lifetime `forever` (expected once, recent or retain)")
+    );
+}
+
+#[test]
 fn prj1_records_are_references_with_source_links() {
     let record = AttachmentRecord {
         id: "a1".into(),

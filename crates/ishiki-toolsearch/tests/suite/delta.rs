@@ -2,7 +2,7 @@
 //! texts and shapes a model reads, as snapshots.
 
 use insta::{assert_json_snapshot, assert_snapshot};
-use ishiki_toolsearch::{Catalog, ToolDef, ToolIndex, delta_entries, delta_text};
+use ishiki_toolsearch::{Catalog, ToolDef, ToolIndex, delta_text};
 use serde_json::json;
 
 fn journey_delta() -> Vec<ToolDef> {
@@ -54,16 +54,6 @@ fn ts3_delta_text_without_signatures() {
 #[test]
 fn ts3_no_delta_no_text() {
     assert_eq!(delta_text(&[], true), "");
-}
-
-#[test]
-fn ts3_catalog_delta_part_entries() {
-    assert_json_snapshot!(delta_entries(&journey_delta(), true));
-    assert!(
-        delta_entries(&journey_delta(), false)
-            .iter()
-            .all(|e| e.signature.is_none())
-    );
 }
 
 #[test]

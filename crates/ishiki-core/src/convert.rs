@@ -1,0 +1,95 @@
+//! Where one capability crate's type becomes another's, in one place.
+//!
+//! The capability crates do not depend on each other, so a concept that crosses a boundary
+//! has a type on each side: a program's attachment lifetime (`ishiki-codemode`) becomes
+//! projection's [`Lifetime`]; a catalog [`ToolDef`] (`ishiki-toolsearch`) becomes the model
+//! boundary's [`ToolSpec`] or [`DeltaEntry`] (`ishiki-model`); a resource error
+//! (`ishiki-resources`) becomes the [`ToolError`] the model reads. Every such mapping is here, so
+//! a new variant or field is added in one file.
+
+use ishiki_projection::Lifetime;
+use ishiki_toolsearch::ToolDef;
+
+use crate::message::{DeltaEntry, ToolSpec};
+use crate::tool::ToolError;
+
+/// A program attachment's lifetime as projection keeps it (CM-6 → PRJ-4..PRJ-7).
+#[cfg(feature = "codemode")]
+pub(crate) fn lifetime(l: ishiki_codemode::Lifetime) -> Lifetime {
+    match l {
+        ishiki_codemode::Lifetime::Once => Lifetime::Once,
+        ishiki_codemode::Lifetime::Recent => Lifetime::Recent,
+        ishiki_codemode::Lifetime::Retain => Lifetime::Retain,
+    }
+}
+
+/// A catalog tool as the request's tool list names it.
+pub(crate) fn tool_spec(def: &ToolDef) -> ToolSpec {
+    ToolSpec {
+        name: def.name.clone(),
+        description: def.description.clone(),
+        input_schema: def.input_schema.clone(),
+    }
+}
+
+/// A tool that joined the catalog, as a `catalog_delta` part announces it (TS-3); with its
+/// TypeScript declaration when programs can call it (TS-4).
+pub(crate) fn delta_entry(def: &ToolDef, with_signature: bool) -> DeltaEntry {
+    DeltaEntry {
+        name: def.name.clone(),
+        description: def.description.clone(),
+        input_schema: def.input_schema.clone(),
+        signature: with_signature.then(|| ishiki_toolsearch::signature(def)),
+    }
+}
+
+impl From<ishiki_resources::Error> for ToolError {
+    fn from(e: ishiki_resources::Error) -> Self {
+        Self::new(e.message())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ts3_a_delta_entry_carries_the_whole_definition_and_a_signature_only_when_asked() {
+        let schema = json!({ "type": "object", "properties": { "path": { "type": "string" } } });
+        let def = ToolDef::new("write_file", "Write a file.", schema.clone());
+        let plain = delta_entry(&def, false);
+        assert_eq!(
+            (
+                plain.name.as_str(),
+                plain.description.as_str(),
+                &plain.input_schema
+            ),
+            ("write_file", "Write a file.", &schema)
+        );
+        assert_eq!(plain.signature, None);
+        let with = delta_entry(&def, true);
+        assert_eq!(with.signature, Some(ishiki_toolsearch::signature(&def)));
+        assert!(
+            with.signature
+                .as_deref()
+                .is_some_and(|s| s.contains("tools.write_file(input: {"))
+        );
+        assert_eq!(tool_spec(&def).input_schema, schema);
+    }
+
+    #[cfg(feature = "codemode")]
+    #[test]
+    fn cm6_every_program_lifetime_maps_to_the_projection_lifetime_of_the_same_name() {
+        for l in [
+            ishiki_codemode::Lifetime::Once,
+            ishiki_codemode::Lifetime::Recent,
+            ishiki_codemode::Lifetime::Retain,
+        ] {
+            assert_eq!(
+                serde_json::to_value(lifetime(l)).ok(),
+                serde_json::to_value(l).ok()
+            );
+        }
+    }
+}
