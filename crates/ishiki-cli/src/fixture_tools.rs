@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use base64::Engine as _;
 use ishiki_core::{
-    Outgoing, Platform, Tool, ToolContext, ToolDef, ToolError, VisionModel, WorkspaceScheme,
+    ModelError, Outgoing, Platform, Tool, ToolContext, ToolDef, ToolError, VisionModel,
+    WorkspaceScheme,
 };
 use ishiki_resources::{Error as ResourceError, ErrorKind, ReadResult, SchemeHandler};
 use serde_json::{Value, json};
@@ -303,10 +304,11 @@ impl VisionModel for ScriptedVision {
         _media_type: &str,
         _image: &[u8],
         _question: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, ModelError> {
         lock(&self.answers)
             .pop_front()
             .unwrap_or_else(|| Err("the scenario has no more vision answers".to_owned()))
+            .map_err(ModelError::permanent)
     }
 }
 
@@ -324,7 +326,7 @@ impl RecordingPlatform {
 }
 
 impl Platform for RecordingPlatform {
-    fn send(&self, outgoing: &Outgoing) -> Result<(), String> {
+    fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError> {
         lock(&self.sent).push(outgoing.clone());
         Ok(())
     }

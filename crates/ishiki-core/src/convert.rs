@@ -3,15 +3,15 @@
 //! The capability crates do not depend on each other, so a concept that crosses a boundary
 //! has a type on each side: a program's attachment lifetime (`ishiki-codemode`) becomes
 //! projection's [`Lifetime`]; a catalog [`ToolDef`] (`ishiki-toolsearch`) becomes the model
-//! boundary's [`ToolSpec`] or [`DeltaEntry`] (`ishiki-model`); a resource error
-//! (`ishiki-resources`) becomes the [`ToolError`] the model reads. Every such mapping is here, so
+//! boundary's [`ToolSpec`] or [`DeltaEntry`] (`ishiki-model`); a resource, program, outlet or
+//! side-model error becomes the [`ToolError`] the model reads, with its kind. Every such mapping is here, so
 //! a new variant or field is added in one file.
 
 use ishiki_projection::Lifetime;
 use ishiki_toolsearch::ToolDef;
 
-use crate::message::{DeltaEntry, ToolSpec};
-use crate::tool::ToolError;
+use crate::message::{DeltaEntry, ModelError, ModelErrorKind, ToolSpec};
+use crate::tool::{ToolError, ToolErrorKind};
 
 /// A program attachment's lifetime as projection keeps it (CM-6 → PRJ-4..PRJ-7).
 #[cfg(feature = "codemode")]
@@ -44,8 +44,58 @@ pub(crate) fn delta_entry(def: &ToolDef, with_signature: bool) -> DeltaEntry {
 }
 
 impl From<ishiki_resources::Error> for ToolError {
+    /// A URL that names nothing (or nothing allowed) is the call's input; a resource over the
+    /// handler's limit is a limit; the rest is a failure.
     fn from(e: ishiki_resources::Error) -> Self {
-        Self::new(e.message())
+        use ishiki_resources::ErrorKind as R;
+        let kind = match e.kind() {
+            R::InvalidUrl
+            | R::UnknownScheme
+            | R::InvalidParameter
+            | R::Escape
+            | R::NotFound
+            | R::NotAllowed => ToolErrorKind::Input,
+            R::TooLarge => ToolErrorKind::Limit,
+            _ => ToolErrorKind::Failed,
+        };
+        Self::with_kind(kind, e.message())
+    }
+}
+
+#[cfg(feature = "codemode")]
+impl From<ishiki_codemode::CodemodeError> for ToolError {
+    /// A program that does not parse is the model's to fix; a time, memory, size or engine
+    /// limit is a limit; a sandbox that failed is unavailable; a program that threw failed.
+    fn from(e: ishiki_codemode::CodemodeError) -> Self {
+        use ishiki_codemode::ErrorKind as C;
+        let kind = match e.kind() {
+            C::Syntax | C::InvalidAttachments => ToolErrorKind::Input,
+            C::Timeout | C::Memory | C::TransferTooLarge | C::ResultTooLarge | C::Limit => {
+                ToolErrorKind::Limit
+            }
+            C::Worker => ToolErrorKind::Unavailable,
+            _ => ToolErrorKind::Failed,
+        };
+        Self::with_kind(kind, e.to_string())
+    }
+}
+
+impl From<ishiki_outlet::OutletError> for ToolError {
+    /// The outlet fails only when its artifact store does.
+    fn from(e: ishiki_outlet::OutletError) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+impl From<ModelError> for ToolError {
+    /// A side model's failure (the vision model of `read(…?question=)`): retryable is
+    /// unavailable, the rest failed.
+    fn from(e: ModelError) -> Self {
+        let kind = match e.kind() {
+            ModelErrorKind::Retryable => ToolErrorKind::Unavailable,
+            _ => ToolErrorKind::Failed,
+        };
+        Self::with_kind(kind, e.message())
     }
 }
 

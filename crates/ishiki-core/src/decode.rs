@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::runtime::RuntimeError;
+use crate::runtime::{RuntimeError, RuntimeErrorKind};
 
 /// Decodes the row `row` (e.g. ``id `s1-assistant` ``) of `table` strictly.
 pub(crate) fn strict<T: DeserializeOwned + Serialize>(
@@ -31,14 +31,18 @@ pub(crate) fn strict<T: DeserializeOwned + Serialize>(
 
 /// The error for a stored row that cannot be read.
 pub(crate) fn damaged(table: &str, row: &str, why: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError::new(format!(
-        "the history store is damaged: table `{table}`, {row}: {why}"
-    ))
+    RuntimeError::new(
+        RuntimeErrorKind::Damaged,
+        format!("the history store is damaged: table `{table}`, {row}: {why}"),
+    )
 }
 
 /// The error for a row the store itself could not read (its message names table and row).
 pub(crate) fn damaged_store(e: &crate::store::StoreError) -> RuntimeError {
-    RuntimeError::new(format!("the history store is damaged: {e}"))
+    RuntimeError::new(
+        RuntimeErrorKind::Damaged,
+        format!("the history store is damaged: {e}"),
+    )
 }
 
 /// Where `stored` holds something `decoded` (its re-encoding) does not, if anywhere.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::profile::ToolsSection;
-use crate::tool::{Tool, ToolContext, ToolError};
+use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 
 /// The limits of one tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,19 +80,25 @@ pub(crate) async fn with_deadline<T>(
 }
 
 pub(crate) fn timed_out(name: &str, timeout: Duration) -> ToolError {
-    ToolError::new(format!(
-        "the tool `{name}` did not finish within its time limit of {} ms (tools.timeoutMs); it was abandoned",
-        timeout.as_millis()
-    ))
+    ToolError::with_kind(
+        ToolErrorKind::Limit,
+        format!(
+            "the tool `{name}` did not finish within its time limit of {} ms (tools.timeoutMs); it was abandoned",
+            timeout.as_millis()
+        ),
+    )
 }
 
 /// Fails when `raw`, as compact JSON, is larger than `max` bytes.
 pub(crate) fn check_size(name: &str, raw: &Value, max: u64) -> Result<(), ToolError> {
     let mut counter = Counter { bytes: 0, max };
     if serde_json::to_writer(&mut counter, raw).is_err() {
-        return Err(ToolError::new(format!(
-            "the result of the tool `{name}` is larger than {max} bytes (tools.maxResultBytes): ask it for less"
-        )));
+        return Err(ToolError::with_kind(
+            ToolErrorKind::Limit,
+            format!(
+                "the result of the tool `{name}` is larger than {max} bytes (tools.maxResultBytes): ask it for less"
+            ),
+        ));
     }
     Ok(())
 }

@@ -141,13 +141,16 @@ pub use profile::{
     ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
 };
 pub use rejection::image_rejection;
-pub use runtime::{AttachmentInfo, CallReport, Prepared, Runtime, RuntimeBuilder, RuntimeError};
+pub use runtime::{
+    AttachmentInfo, CallReport, Prepared, Runtime, RuntimeBuilder, RuntimeError, RuntimeErrorKind,
+};
 pub use store::{
     Batch, Durability, HistoryStore, MemoryStore, SqliteStore, StoreError, StoreErrorKind,
     StoredAttachment, StoredMessage, StoredState,
 };
 pub use tool::{
-    DirectCall, DirectOutput, Tool, ToolContext, ToolError, default_display, is_content_block,
+    DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind, default_display,
+    is_content_block,
 };
 #[doc(hidden)]
 pub use yaml_budget::yaml_budget_message;

@@ -3,6 +3,9 @@
 
 use async_trait::async_trait;
 
+use crate::message::ModelError;
+use crate::tool::ToolError;
+
 /// An image `send_message` left out, and why (SEND-2).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Dropped {
@@ -40,8 +43,10 @@ pub struct Outgoing {
 
 /// Receives outbound messages (a chat platform, a terminal, a transcript).
 pub trait Platform: Send + Sync + std::fmt::Debug {
-    /// Delivers one `send_message` call's messages.
-    fn send(&self, outgoing: &Outgoing) -> Result<(), String>;
+    /// Delivers one `send_message` call's messages. A failure becomes the call's error, with
+    /// its kind ([`ToolErrorKind::Unavailable`](crate::ToolErrorKind::Unavailable) when the
+    /// platform is down and a retry may work).
+    fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError>;
 }
 
 /// A platform that drops everything (for embedders without outbound messages).
@@ -49,7 +54,7 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
 pub struct NullPlatform;
 
 impl Platform for NullPlatform {
-    fn send(&self, _outgoing: &Outgoing) -> Result<(), String> {
+    fn send(&self, _outgoing: &Outgoing) -> Result<(), ToolError> {
         Ok(())
     }
 }
@@ -58,11 +63,12 @@ impl Platform for NullPlatform {
 #[async_trait]
 pub trait VisionModel: Send + Sync + std::fmt::Debug {
     /// Asks `target` (a model or a model group from `attachment.visionModel`) about the image.
+    /// It is a model request like any other: a [`ModelError`] says whether a retry may work.
     async fn ask(
         &self,
         target: &str,
         media_type: &str,
         image: &[u8],
         question: &str,
-    ) -> Result<String, String>;
+    ) -> Result<String, ModelError>;
 }

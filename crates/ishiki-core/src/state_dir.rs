@@ -13,8 +13,8 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read as _, Write as _};
 use std::path::{Component, Path, PathBuf};
 
-use crate::runtime::RuntimeError;
-use crate::store::{Durability, SqliteStore, StoreErrorKind};
+use crate::runtime::{RuntimeError, RuntimeErrorKind};
+use crate::store::{Durability, SqliteStore, StoreError, StoreErrorKind};
 
 /// The lock file; it holds the pid of the runtime that has the lock.
 pub(crate) const LOCK_FILE: &str = "ishiki.lock";
@@ -63,20 +63,26 @@ pub(crate) fn check_roots(state: &Path, roots: &[(String, PathBuf)]) -> Result<(
     for (what, root) in roots {
         let root_resolved = resolved(root);
         if state_resolved.starts_with(&root_resolved) {
-            return Err(RuntimeError::new(format!(
-                "the state directory {} is inside {what} {}, where the model could read and change its history; keep the state directory outside every workspace and local root",
-                state_resolved.display(),
-                root_resolved.display()
-            )));
+            return Err(RuntimeError::new(
+                RuntimeErrorKind::Config,
+                format!(
+                    "the state directory {} is inside {what} {}, where the model could read and change its history; keep the state directory outside every workspace and local root",
+                    state_resolved.display(),
+                    root_resolved.display()
+                ),
+            ));
         }
         for (store, name) in STORES {
             let store = state_resolved.join(store);
             if root_resolved.starts_with(&store) {
-                return Err(RuntimeError::new(format!(
-                    "{what} {} is inside {}, the state directory's {name}, where the model could change stored media; choose a root outside it",
-                    root_resolved.display(),
-                    store.display()
-                )));
+                return Err(RuntimeError::new(
+                    RuntimeErrorKind::Config,
+                    format!(
+                        "{what} {} is inside {}, the state directory's {name}, where the model could change stored media; choose a root outside it",
+                        root_resolved.display(),
+                        store.display()
+                    ),
+                ));
             }
         }
     }
@@ -93,10 +99,10 @@ pub(crate) struct StateLock {
 pub(crate) fn lock(dir: &Path) -> Result<StateLock, RuntimeError> {
     let path = dir.join(LOCK_FILE);
     let cannot = |e: &dyn std::fmt::Display| {
-        RuntimeError::new(format!(
-            "cannot lock the state directory {}: {e}",
-            dir.display()
-        ))
+        RuntimeError::new(
+            RuntimeErrorKind::Io,
+            format!("cannot lock the state directory {}: {e}", dir.display()),
+        )
     };
     // Not truncated on open: until the lock is ours, the file holds the holder's pid.
     let mut file = OpenOptions::new()
@@ -118,10 +124,13 @@ pub(crate) fn lock(dir: &Path) -> Result<StateLock, RuntimeError> {
                 },
                 Err(_) => "pid unknown".to_owned(),
             };
-            return Err(RuntimeError::new(format!(
-                "the state directory {} is in use by another runtime ({holder}); a state directory serves one runtime at a time",
-                dir.display()
-            )));
+            return Err(RuntimeError::new(
+                RuntimeErrorKind::Busy,
+                format!(
+                    "the state directory {} is in use by another runtime ({holder}); a state directory serves one runtime at a time",
+                    dir.display()
+                ),
+            ));
         }
         Err(TryLockError::Error(e)) => return Err(cannot(&e)),
     }
@@ -145,9 +154,10 @@ pub(crate) fn conversation_evidence(dir: &Path) -> Result<Option<String>, Runtim
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                return Err(RuntimeError::new(format!(
-                    "cannot read the state directory's {store}: {e}"
-                )));
+                return Err(RuntimeError::new(
+                    RuntimeErrorKind::Io,
+                    format!("cannot read the state directory's {store}: {e}"),
+                ));
             }
         }
     }
@@ -162,14 +172,12 @@ pub(crate) fn open_history(
     evidence: Option<String>,
 ) -> Result<SqliteStore, RuntimeError> {
     let path = dir.join(HISTORY_FILE);
-    let cannot = |e: &dyn std::fmt::Display| {
-        RuntimeError::new(format!("cannot open the history store: {e}"))
-    };
+    let cannot = |e: &StoreError| RuntimeError::store("cannot open the history store", e);
     let store = match evidence {
         None => SqliteStore::open(&path, durability).map_err(|e| cannot(&e))?,
         Some(evidence) => SqliteStore::open_existing(&path, durability).map_err(|e| {
             if e.kind() == StoreErrorKind::Missing {
-                RuntimeError::new(format!(
+                RuntimeError::new(RuntimeErrorKind::Damaged, format!(
                     "the state directory {} held a conversation ({evidence}), but {e}: refusing to start a new conversation over it; restore the history store, or choose another state directory",
                     dir.display()
                 ))
@@ -187,10 +195,13 @@ pub(crate) fn open_history(
             f.sync_all()
         });
         written.map_err(|e| {
-            RuntimeError::new(format!(
-                "cannot write {} in the state directory: {e}",
-                marker.display()
-            ))
+            RuntimeError::new(
+                RuntimeErrorKind::Io,
+                format!(
+                    "cannot write {} in the state directory: {e}",
+                    marker.display()
+                ),
+            )
         })?;
     }
     Ok(store)

@@ -26,18 +26,56 @@ pub struct ToolContext {
     pub from_program: bool,
 }
 
-/// A tool failure: the message is what the model (or the program) reads.
+/// What kind of failure a [`ToolError`] is, for embedders and tools that branch on it. The
+/// model reads only the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ToolErrorKind {
+    /// The tool ran and failed (the kind of [`ToolError::new`]).
+    Failed,
+    /// The call was refused before or while running because of its input: a malformed call,
+    /// an unknown or not yet loaded tool, input the schema rejects, a URL that names nothing.
+    /// The model can fix its call.
+    Input,
+    /// A limit ended the call: its deadline (`tools.timeoutMs`), the result cap
+    /// (`tools.maxResultBytes`), a program's attachment or image cap.
+    Limit,
+    /// What the tool needs is unreachable or overloaded (a server that exited or timed out, a
+    /// rate limit): the same call may succeed later.
+    Unavailable,
+}
+
+/// A tool failure: the message is what the model (or the program) reads; the kind is for the
+/// embedder ([`CallReport::error_kind`](crate::CallReport::error_kind)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {
+    kind: ToolErrorKind,
     message: String,
 }
 
 impl ToolError {
-    /// A failure with a message naming what went wrong (lower-case, no period).
+    /// A failure with a message naming what went wrong (lower-case, no period), of kind
+    /// [`ToolErrorKind::Failed`].
     pub fn new(message: impl Into<String>) -> Self {
+        Self::with_kind(ToolErrorKind::Failed, message)
+    }
+
+    /// A failure of `kind`.
+    pub fn with_kind(kind: ToolErrorKind, message: impl Into<String>) -> Self {
         Self {
+            kind,
             message: message.into(),
         }
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ToolErrorKind {
+        self.kind
+    }
+
+    /// Whether the same call may succeed later ([`ToolErrorKind::Unavailable`]).
+    pub fn is_retryable(&self) -> bool {
+        self.kind == ToolErrorKind::Unavailable
     }
 
     /// The message.
@@ -159,10 +197,7 @@ impl DirectCall<'_> {
         display: Display,
         lifetimes: &[Lifetime],
     ) -> Result<DirectOutput, ToolError> {
-        let emitted = self
-            .outlet
-            .emit(self.name, display)
-            .map_err(|e| ToolError::new(e.to_string()))?;
+        let emitted = self.outlet.emit(self.name, display)?;
         Ok(DirectOutput::from_emitted(emitted, lifetimes))
     }
 }

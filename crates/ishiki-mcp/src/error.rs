@@ -74,7 +74,16 @@ impl fmt::Display for McpError {
 impl std::error::Error for McpError {}
 
 impl From<McpError> for ishiki_core::ToolError {
+    /// A server that could not start, timed out or closed is unavailable (it restarts on next
+    /// use); the rest failed.
     fn from(e: McpError) -> Self {
-        ishiki_core::ToolError::new(e.message)
+        use ishiki_core::ToolErrorKind;
+        let kind = match e.kind {
+            McpErrorKind::Start | McpErrorKind::Timeout | McpErrorKind::Closed => {
+                ToolErrorKind::Unavailable
+            }
+            _ => ToolErrorKind::Failed,
+        };
+        ishiki_core::ToolError::with_kind(kind, e.message)
     }
 }

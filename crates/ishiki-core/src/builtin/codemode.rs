@@ -48,7 +48,8 @@ impl Tool for CodemodeTool {
     async fn execute(&self, _input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
         // The runtime runs programs itself (it owns the sandbox and the callable set); a program
         // cannot start another program (CM-4 keeps `codemode` out of `tools`).
-        Err(ToolError::new(
+        Err(ToolError::with_kind(
+            ToolErrorKind::Input,
             "codemode cannot be called from inside a codemode program",
         ))
     }
@@ -62,7 +63,10 @@ impl Tool for CodemodeTool {
         call: &DirectCall<'_>,
     ) -> Result<DirectOutput, ToolError> {
         let Some(sandbox) = call.sandbox else {
-            return Err(ToolError::new("codemode is not enabled in this profile"));
+            return Err(ToolError::with_kind(
+                ToolErrorKind::Input,
+                "codemode is not enabled in this profile",
+            ));
         };
         let code = input
             .get("code")
@@ -71,10 +75,7 @@ impl Tool for CodemodeTool {
         let callable = callable_tools(call.shared, call.tools, call.context);
         // Date.now() in the program is the runtime's clock, so scenario runs stay deterministic.
         let clock_ms = crate::clock::unix_millis(call.shared.clock.now());
-        let outcome = sandbox
-            .run_at(code, callable, clock_ms)
-            .await
-            .map_err(|e| ToolError::new(e.to_string()))?;
+        let outcome = sandbox.run_at(code, callable, clock_ms).await?;
         let (display, lifetimes) = codemode_display(call.shared, outcome, call.limits).await?;
         call.emit_with(display, &lifetimes)
     }
@@ -182,9 +183,12 @@ async fn codemode_display(
 ) -> Result<(Display, Vec<Lifetime>), ToolError> {
     let declared = outcome.attachments.len();
     if declared > MAX_ATTACHMENTS_PER_RESULT {
-        return Err(ToolError::new(format!(
-            "the program returned {declared} attachments, over the limit of {MAX_ATTACHMENTS_PER_RESULT} per result: return at most {MAX_ATTACHMENTS_PER_RESULT}"
-        )));
+        return Err(ToolError::with_kind(
+            ToolErrorKind::Limit,
+            format!(
+                "the program returned {declared} attachments, over the limit of {MAX_ATTACHMENTS_PER_RESULT} per result: return at most {MAX_ATTACHMENTS_PER_RESULT}"
+            ),
+        ));
     }
     let mut text = match &outcome.value {
         Value::String(s) => s.clone(),
@@ -214,7 +218,7 @@ async fn codemode_display(
     })
     .await
     .map_err(|_| {
-        ToolError::new(format!(
+        ToolError::with_kind(ToolErrorKind::Limit, format!(
             "reading the program's attachments took longer than {} ms (tools.timeoutMs): attach fewer or smaller files",
             limits.timeout.as_millis()
         ))
@@ -223,10 +227,13 @@ async fn codemode_display(
     let mut add_bytes = |n: usize| -> Result<(), ToolError> {
         total = total.saturating_add(n as u64);
         if total > limits.max_result_bytes {
-            return Err(ToolError::new(format!(
-                "the program's attachments are larger than {} bytes together (tools.maxResultBytes): attach fewer or smaller files",
-                limits.max_result_bytes
-            )));
+            return Err(ToolError::with_kind(
+                ToolErrorKind::Limit,
+                format!(
+                    "the program's attachments are larger than {} bytes together (tools.maxResultBytes): attach fewer or smaller files",
+                    limits.max_result_bytes
+                ),
+            ));
         }
         Ok(())
     };

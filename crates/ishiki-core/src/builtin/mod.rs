@@ -17,9 +17,10 @@ use serde_json::{Value, json};
 use crate::clock::Clock;
 #[cfg(feature = "codemode")]
 use crate::guard::CallLimits;
+use crate::message::ModelError;
 use crate::platform::{Dropped, Outgoing, OutgoingImage, Platform, VisionModel};
 use crate::profile::Assembly;
-use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError};
+use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind};
 
 #[cfg(feature = "codemode")]
 mod codemode;

@@ -11,7 +11,7 @@ use ishiki_toolsearch::ToolDef;
 
 #[cfg(feature = "codemode")]
 use crate::runtime::RuntimeBuilder;
-use crate::runtime::RuntimeError;
+use crate::runtime::{RuntimeError, RuntimeErrorKind};
 use crate::tool::Tool;
 
 /// The sandbox programs run in.
@@ -64,6 +64,7 @@ impl RuntimeBuilder {
 pub(crate) fn check_available(enabled: bool) -> Result<(), RuntimeError> {
     if enabled && !cfg!(feature = "codemode") {
         return Err(RuntimeError::new(
+            RuntimeErrorKind::Config,
             "the profile turns codemode on, but ishiki-core was built without its \
              `codemode` feature",
         ));

@@ -146,12 +146,16 @@ fn split_question(url: &str) -> Result<Option<(String, String)>, ToolError> {
 /// VIS-1..VIS-3: the side model answers; never a fallback to the main model's image input.
 async fn ask_vision(shared: &Shared, url: &str, question: &str) -> Result<String, ToolError> {
     if question.trim().is_empty() {
-        return Err(ToolError::new(format!(
-            "the question for {url} is empty: write what you want to know after ?question="
-        )));
+        return Err(ToolError::with_kind(
+            ToolErrorKind::Input,
+            format!(
+                "the question for {url} is empty: write what you want to know after ?question="
+            ),
+        ));
     }
     let (Some(vision), Some(target)) = (&shared.vision, &shared.vision_target) else {
-        return Err(ToolError::new(
+        return Err(ToolError::with_kind(
+            ToolErrorKind::Input,
             "no vision model is configured (attachment.visionModel), so ?question= cannot be answered",
         ));
     };
@@ -160,19 +164,26 @@ async fn ask_vision(shared: &Shared, url: &str, question: &str) -> Result<String
         media_type, data, ..
     } = result
     else {
-        return Err(ToolError::new(format!(
-            "{url} is text, not an image: ?question= works on images only"
-        )));
+        return Err(ToolError::with_kind(
+            ToolErrorKind::Input,
+            format!("{url} is text, not an image: ?question= works on images only"),
+        ));
     };
     if !media_type.starts_with("image/") {
-        return Err(ToolError::new(format!(
-            "{url} is {media_type}, not an image: ?question= works on images only"
-        )));
+        return Err(ToolError::with_kind(
+            ToolErrorKind::Input,
+            format!("{url} is {media_type}, not an image: ?question= works on images only"),
+        ));
     }
     vision
         .ask(target, &media_type, &data, question)
         .await
-        .map_err(|reason| ToolError::new(format!("the vision model `{target}` failed: {reason}")))
+        .map_err(|e| {
+            ToolError::from(ModelError::new(
+                e.kind(),
+                format!("the vision model `{target}` failed: {}", e.message()),
+            ))
+        })
 }
 
 /// The input's `lifetime`; `once` when absent (the schema admits only the three names).
@@ -195,9 +206,7 @@ async fn read_direct(
     let url = string_field(input, "url");
     if let Some((rest, question)) = split_question(url)? {
         let answer = ask_vision(shared, &rest, &question).await?;
-        let emitted = outlet
-            .emit("read", Display::text(answer))
-            .map_err(|e| ToolError::new(e.to_string()))?;
+        let emitted = outlet.emit("read", Display::text(answer))?;
         return Ok(DirectOutput::from_emitted(emitted, &[]));
     }
     let lifetime = parse_lifetime(input);
@@ -210,9 +219,7 @@ async fn read_direct(
             &[],
         )),
         ReadResult::Text { text, source: None } => {
-            let emitted = outlet
-                .emit("read", Display::text(text))
-                .map_err(|e| ToolError::new(e.to_string()))?;
+            let emitted = outlet.emit("read", Display::text(text))?;
             Ok(DirectOutput::from_emitted(emitted, &[]))
         }
         ReadResult::File {
@@ -257,9 +264,7 @@ async fn read_direct(
                     url: Some(file_url),
                 })],
             };
-            let emitted = outlet
-                .emit("read", display)
-                .map_err(|e| ToolError::new(e.to_string()))?;
+            let emitted = outlet.emit("read", display)?;
             Ok(DirectOutput::from_emitted(emitted, &[lifetime]))
         }
     }

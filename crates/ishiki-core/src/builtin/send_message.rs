@@ -114,10 +114,12 @@ impl Tool for SendMessageTool {
             images,
             dropped: dropped.clone(),
         };
-        self.shared
-            .platform
-            .send(&outgoing)
-            .map_err(|e| ToolError::new(format!("the platform refused the message: {e}")))?;
+        self.shared.platform.send(&outgoing).map_err(|e| {
+            ToolError::with_kind(
+                e.kind(),
+                format!("the platform refused the message: {}", e.message()),
+            )
+        })?;
         Ok(json!({
             "sent": messages.len(),
             "images": outgoing.images.len(),

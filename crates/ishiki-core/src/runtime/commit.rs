@@ -157,7 +157,7 @@ impl Runtime {
             .push(("pending_calls".to_owned(), to_json(&planned)?));
         self.store_mut()
             .commit(&batch)
-            .map_err(|e| err("cannot store the response")(&e))?;
+            .map_err(|e| RuntimeError::store("cannot store the response", &e))?;
         self.step = step;
         self.delivery = delivery;
         self.announced = prepared.announced;

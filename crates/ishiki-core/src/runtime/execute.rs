@@ -45,7 +45,7 @@ impl Runtime {
         batch.meta.push(("pending_calls".to_owned(), json!([])));
         self.store_mut()
             .commit(&batch)
-            .map_err(|e| err("cannot store the tool results")(&e))?;
+            .map_err(|e| RuntimeError::store("cannot store the tool results", &e))?;
         self.history.push(Entry {
             message,
             withdrawn: false,
@@ -64,9 +64,7 @@ impl Runtime {
             }
             Err(reason) => {
                 self.abandon_failed(prepared, reason.message());
-                Err(RuntimeError::new(format!(
-                    "the model request failed: {reason}"
-                )))
+                Err(RuntimeError::model(&reason))
             }
         }
     }
@@ -76,15 +74,18 @@ impl Runtime {
         call: &PlannedCall,
         step: u64,
     ) -> (CallReport, Vec<AttachmentRecord>) {
-        let failed = |text: String| CallReport {
+        let failed_as = |kind: ToolErrorKind, text: String| CallReport {
             call_id: call.id.clone(),
             name: call.name.clone(),
             is_error: true,
+            error_kind: Some(kind),
             text,
             attachments: Vec::new(),
             continuation: None,
             missed_by_search: Vec::new(),
         };
+        // The runtime's own refusals are about the call itself: the model can fix them.
+        let failed = |text: String| failed_as(ToolErrorKind::Input, text);
         if let Some(error) = &call.malformed {
             return (failed(error.clone()), Vec::new());
         }
@@ -177,6 +178,7 @@ impl Runtime {
                         call_id: call.id.clone(),
                         name: call.name.clone(),
                         is_error: false,
+                        error_kind: None,
                         text: done.text,
                         attachments: infos,
                         continuation: done.continuation,
@@ -185,7 +187,7 @@ impl Runtime {
                     records,
                 )
             }
-            Err(e) => (failed(e.message().to_owned()), Vec::new()),
+            Err(e) => (failed_as(e.kind(), e.message().to_owned()), Vec::new()),
         }
     }
 

@@ -39,43 +39,16 @@ use crate::store::{
     Batch, Durability, HistoryStore, StoreErrorKind, StoredAttachment, StoredMessage,
 };
 use crate::text_protocol::{self, Segment};
-use crate::tool::{DirectCall, Tool, ToolContext};
+use crate::tool::{DirectCall, Tool, ToolContext, ToolErrorKind};
 
 mod commit;
+mod error;
 mod execute;
 mod open;
 mod prepare;
 
-/// What went wrong in the runtime itself (tool failures are results, not errors).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeError {
-    message: String,
-}
-
-impl RuntimeError {
-    pub(crate) fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
-    }
-
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl std::fmt::Display for RuntimeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for RuntimeError {}
-
-fn err(context: &str) -> impl Fn(&dyn std::fmt::Display) -> RuntimeError + '_ {
-    move |e| RuntimeError::new(format!("{context}: {e}"))
-}
+pub(crate) use error::err;
+pub use error::{RuntimeError, RuntimeErrorKind};
 
 /// Builds a [`Runtime`]: the assembled profile, a state directory, and what to plug in.
 #[derive(Debug)]
@@ -242,6 +215,8 @@ pub struct CallReport {
     pub name: String,
     /// Whether the tool failed.
     pub is_error: bool,
+    /// What kind of failure it was; `Some` exactly when `is_error`.
+    pub error_kind: Option<ToolErrorKind>,
     /// Exactly the text the model will see.
     pub text: String,
     /// Media attachments committed for this result.
@@ -363,19 +338,23 @@ impl Runtime {
     /// tools of the start); programs see the new tool from the next step on.
     pub fn add_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), RuntimeError> {
         let def = tool.definition();
-        def.validate()
-            .map_err(|e| RuntimeError::new(format!("a tool cannot be added: {e}")))?;
+        def.validate().map_err(|e| {
+            RuntimeError::new(
+                RuntimeErrorKind::Config,
+                format!("a tool cannot be added: {e}"),
+            )
+        })?;
         if self.is_builtin(&def.name) {
-            return Err(RuntimeError::new(format!(
-                "the tool `{}` is built in and cannot be replaced",
-                def.name
-            )));
+            return Err(RuntimeError::new(
+                RuntimeErrorKind::Config,
+                format!("the tool `{}` is built in and cannot be replaced", def.name),
+            ));
         }
         let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
-            RuntimeError::new(format!(
-                "tool `{}` has an invalid input schema: {e}",
-                def.name
-            ))
+            RuntimeError::new(
+                RuntimeErrorKind::Config,
+                format!("tool `{}` has an invalid input schema: {e}", def.name),
+            )
         })?;
         self.validators
             .insert(def.name.clone(), Arc::new(validator));
@@ -447,7 +426,8 @@ fn stored_message(message: &Message) -> Result<StoredMessage, RuntimeError> {
 }
 
 fn to_json<T: Serialize>(value: &T) -> Result<Value, RuntimeError> {
-    serde_json::to_value(value).map_err(|e| err("cannot serialize state")(&e))
+    serde_json::to_value(value)
+        .map_err(|e| err(RuntimeErrorKind::Internal, "cannot serialize state")(&e))
 }
 
 fn source_key(link: &SourceLink) -> String {

@@ -15,25 +15,30 @@ impl Runtime {
             roots.push((format!("the local root `{name}`"), root.clone()));
         }
         state_dir::check_roots(dir, &roots)?;
-        std::fs::create_dir_all(dir).map_err(|e| err("cannot create the state directory")(&e))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| err(RuntimeErrorKind::Io, "cannot create the state directory")(&e))?;
         let state_lock = state_dir::lock(dir)?;
         let evidence = state_dir::conversation_evidence(dir)?;
         let artifacts: Arc<dyn ArtifactStore> = match b.artifacts.clone() {
             Some(store) => store,
             None => Arc::new(
-                DiskArtifactStore::open(dir.join("artifacts")).map_err(|e| err("artifacts")(&e))?,
+                DiskArtifactStore::open(dir.join("artifacts"))
+                    .map_err(|e| err(RuntimeErrorKind::Io, "artifacts")(&e))?,
             ),
         };
         let assets: Arc<dyn AssetStore> = match b.assets.clone() {
             Some(store) => store,
-            None => {
-                Arc::new(DiskAssetStore::open(dir.join("assets")).map_err(|e| err("assets")(&e))?)
-            }
+            None => Arc::new(
+                DiskAssetStore::open(dir.join("assets"))
+                    .map_err(|e| err(RuntimeErrorKind::Io, "assets")(&e))?,
+            ),
         };
         std::fs::create_dir_all(&workspace_root)
-            .map_err(|e| err("cannot create the workspace")(&e))?;
-        let workspace =
-            Arc::new(WorkspaceScheme::new(&workspace_root).map_err(|e| err("workspace")(&e))?);
+            .map_err(|e| err(RuntimeErrorKind::Io, "cannot create the workspace")(&e))?;
+        let workspace = Arc::new(
+            WorkspaceScheme::new(&workspace_root)
+                .map_err(|e| err(RuntimeErrorKind::Io, "workspace")(&e))?,
+        );
         let center = ResourceCenter::new();
         center.register_file_scheme(workspace.clone());
         center.register_file_scheme(Arc::new(ArtifactScheme(artifacts.clone())));
@@ -83,19 +88,23 @@ impl Runtime {
         let mut seen = BTreeSet::new();
         for tool in &tools {
             let def = tool.definition();
-            def.validate()
-                .map_err(|e| RuntimeError::new(format!("a tool cannot be registered: {e}")))?;
+            def.validate().map_err(|e| {
+                RuntimeError::new(
+                    RuntimeErrorKind::Config,
+                    format!("a tool cannot be registered: {e}"),
+                )
+            })?;
             if !seen.insert(def.name.clone()) {
-                return Err(RuntimeError::new(format!(
-                    "two tools are named `{}`",
-                    def.name
-                )));
+                return Err(RuntimeError::new(
+                    RuntimeErrorKind::Config,
+                    format!("two tools are named `{}`", def.name),
+                ));
             }
             let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
-                RuntimeError::new(format!(
-                    "tool `{}` has an invalid input schema: {e}",
-                    def.name
-                ))
+                RuntimeError::new(
+                    RuntimeErrorKind::Config,
+                    format!("tool `{}` has an invalid input schema: {e}", def.name),
+                )
             })?;
             validators.insert(def.name.clone(), Arc::new(validator));
             shared.catalog_mut().add(def);
@@ -107,7 +116,7 @@ impl Runtime {
         };
         let stored = store.load().map_err(|e| match e.kind() {
             StoreErrorKind::Corrupt => decode::damaged_store(&e),
-            _ => err("cannot load the history store")(&e),
+            _ => RuntimeError::store("cannot load the history store", &e),
         })?;
 
         let mut history = Vec::new();
@@ -232,7 +241,7 @@ impl Runtime {
         batch.meta.push(("pending_calls".to_owned(), json!([])));
         self.store_mut()
             .commit(&batch)
-            .map_err(|e| err("cannot store the interrupted results")(&e))?;
+            .map_err(|e| RuntimeError::store("cannot store the interrupted results", &e))?;
         self.history.push(Entry {
             message,
             withdrawn: false,

@@ -15,9 +15,10 @@ impl Runtime {
         images: &[Vec<u8>],
     ) -> Result<Vec<AttachmentInfo>, RuntimeError> {
         if self.history.iter().any(|e| e.message.id == id) {
-            return Err(RuntimeError::new(format!(
-                "message id `{id}` is already used"
-            )));
+            return Err(RuntimeError::new(
+                RuntimeErrorKind::Usage,
+                format!("message id `{id}` is already used"),
+            ));
         }
         let limit = self.shared.assembly.profile.assets.auto_download_max_bytes;
         let message_images = self.shared.assembly.profile.attachment.message_image_input;
@@ -81,7 +82,7 @@ impl Runtime {
                 .shared
                 .assets
                 .put_with_id(uuid, bytes, now)
-                .map_err(|e| err("cannot store an inbound image")(&e))?;
+                .map_err(|e| err(RuntimeErrorKind::Io, "cannot store an inbound image")(&e))?;
             body.push_str(&format!(
                 "\n{}",
                 ishiki_outlet::marker(&ishiki_outlet::MediaRef {
@@ -134,7 +135,7 @@ impl Runtime {
         }
         self.store_mut()
             .commit(&batch)
-            .map_err(|e| err("cannot store the message")(&e))?;
+            .map_err(|e| RuntimeError::store("cannot store the message", &e))?;
         self.history.push(Entry {
             message,
             withdrawn: false,
@@ -151,7 +152,10 @@ impl Runtime {
     /// Withdraws a platform message: it and its attachments leave the context (PRJ-7, PRJ-11).
     pub fn withdraw(&mut self, id: &str) -> Result<(), RuntimeError> {
         let Some(entry) = self.history.iter_mut().find(|e| e.message.id == id) else {
-            return Err(RuntimeError::new(format!("no message `{id}` to withdraw")));
+            return Err(RuntimeError::new(
+                RuntimeErrorKind::Usage,
+                format!("no message `{id}` to withdraw"),
+            ));
         };
         let batch = Batch {
             withdrawn: vec![id.to_owned()],
@@ -161,7 +165,7 @@ impl Runtime {
             .get_mut()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .commit(&batch)
-            .map_err(|e| err("cannot store the withdrawal")(&e))?;
+            .map_err(|e| RuntimeError::store("cannot store the withdrawal", &e))?;
         entry.withdrawn = true;
         Ok(())
     }
@@ -175,7 +179,7 @@ impl Runtime {
                 self.shared.clock.now(),
                 Duration::from_secs(days.saturating_mul(86_400)),
             )
-            .map_err(|e| err("asset cleanup failed")(&e))
+            .map_err(|e| err(RuntimeErrorKind::Io, "asset cleanup failed")(&e))
     }
 
     fn active_sources(&self) -> (BTreeSet<String>, BTreeSet<String>) {
@@ -278,10 +282,13 @@ impl Runtime {
         // A request with calls that have no results is malformed, and committing another
         // response would drop the waiting calls for good.
         if !self.planned.is_empty() {
-            return Err(RuntimeError::new(format!(
-                "the calls of step {} have not run yet: call execute before preparing the next request",
-                self.step
-            )));
+            return Err(RuntimeError::new(
+                RuntimeErrorKind::Usage,
+                format!(
+                    "the calls of step {} have not run yet: call execute before preparing the next request",
+                    self.step
+                ),
+            ));
         }
         let step = self.step + 1;
         let step_catalog = self.shared.catalog_mut().begin_step();

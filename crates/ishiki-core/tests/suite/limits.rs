@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ishiki_core::{
     CallReport, Durability, FileScheme, ModelResponse, Runtime, Tool, ToolCall, ToolContext,
-    ToolDef, ToolError, WorkerSpawn,
+    ToolDef, ToolError, ToolErrorKind, WorkerSpawn,
 };
 use ishiki_resources::Error as ResourceError;
 use serde_json::{Value, json};
@@ -163,6 +163,7 @@ async fn a_tool_that_blocks_its_thread_fails_at_the_deadline_and_the_host_goes_o
 
     let direct = run(&mut rt, "c1", "stall", json!({})).await;
     assert!(direct.is_error);
+    assert_eq!(direct.error_kind, Some(ToolErrorKind::Limit));
     assert_eq!(direct.text, STALLED);
 
     let code = "try { await tools.stall({}); return 'finished'; } catch (e) { return 'caught: ' + e.message; }";
@@ -196,6 +197,7 @@ async fn a_raw_result_over_the_cap_fails_naming_the_tool_and_the_limit() {
     assert!(!fits.is_error, "{}", fits.text);
     let over = run(&mut rt, "c2", "big", json!({ "n": 999 })).await;
     assert!(over.is_error);
+    assert_eq!(over.error_kind, Some(ToolErrorKind::Limit));
     assert_eq!(over.text, TOO_BIG);
 
     let code = "try { await tools.big({ n: 5000 }); return 'no'; } catch (e) { return e.message; }";
@@ -211,6 +213,7 @@ async fn big_integers_in_tool_input_are_refused_not_rounded() {
         serde_json::from_str(r#"{"n": 123456789012345678901234567890}"#).expect("json");
     let report = run(&mut rt, "c1", "big", input).await;
     assert!(report.is_error);
+    assert_eq!(report.error_kind, Some(ToolErrorKind::Input));
     assert_eq!(
         report.text,
         "invalid input for `big`: at /n: the number 1.2345678901234568e+29 is too large to be exact; integers must be within ±9007199254740991 (pass larger ones as strings)"
@@ -230,6 +233,7 @@ async fn program_attachments_are_capped_and_each_url_is_read_once() {
     let many = "return { attachments: Array.from({ length: 60000 }, () => ({ type: 'resource_link', uri: 'count://files/big.png' })) };";
     let refused = run(&mut rt, "c1", "codemode", json!({ "code": many })).await;
     assert!(refused.is_error);
+    assert_eq!(refused.error_kind, Some(ToolErrorKind::Limit));
     assert_eq!(
         refused.text,
         "the program returned 60000 attachments, over the limit of 32 per result: return at most 32"

@@ -3,6 +3,7 @@
 mod assembly;
 mod backends;
 mod crash;
+mod errors;
 mod image_limits;
 mod limits;
 mod runtime;

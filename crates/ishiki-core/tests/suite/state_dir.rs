@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ishiki_core::{Durability, ModelResponse, Runtime, RuntimeError, ToolCall};
+use ishiki_core::{Durability, ModelResponse, Runtime, RuntimeError, RuntimeErrorKind, ToolCall};
 use serde_json::json;
 
 use super::runtime::{assembly, clock_at, png};
@@ -78,6 +78,7 @@ fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created(
     let mut report = Vec::new();
     let mut refused = |name: &str, state: &Path, b: ishiki_core::RuntimeBuilder| {
         let error = b.build().expect_err(name);
+        assert_eq!(error.kind(), RuntimeErrorKind::Config, "{name}");
         assert!(
             !state.exists(),
             "{name}: the refused state directory was created"
@@ -145,6 +146,8 @@ fn sec4_a_state_dir_serves_one_runtime_at_a_time_and_names_the_holder() {
     let dir = tmp.path().join("state");
     let first = open(&dir).expect("the first runtime opens");
     let error = open(&dir).expect_err("a second runtime is refused");
+    assert_eq!(error.kind(), RuntimeErrorKind::Busy);
+    assert!(error.is_retryable(), "the holder may let go");
     let pid = std::process::id();
     assert_eq!(
         redact(error.message(), tmp.path()),
@@ -226,6 +229,8 @@ async fn sec4_a_lost_history_is_an_error_not_a_new_conversation() {
     let mut refused = |name: &str, dir: &Path| {
         let before = std::fs::metadata(dir.join("history.sqlite")).map(|m| m.len());
         let error = open(dir).expect_err(name);
+        assert_eq!(error.kind(), RuntimeErrorKind::Damaged, "{name}: {error}");
+        assert!(!error.is_retryable(), "{name}");
         report.push(format!(
             "{name}:\n  {}",
             redact(error.message(), tmp.path())
@@ -384,6 +389,7 @@ async fn sec4_a_stored_row_of_the_wrong_shape_is_an_error_naming_its_table_and_r
             .expect("the damage applies");
         assert_eq!(changed, 1, "{name}: {sql}");
         let error = open(&dir).expect_err(name);
+        assert_eq!(error.kind(), RuntimeErrorKind::Damaged, "{name}: {error}");
         report.push(format!("{name}:\n  {}", error.message()));
     }
     with_snapshots(|| insta::assert_snapshot!("state_dir_damaged_rows", report.join("\n")));
