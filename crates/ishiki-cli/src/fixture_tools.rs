@@ -11,7 +11,7 @@ use ishiki_core::{
     ModelError, Outgoing, Platform, Tool, ToolContext, ToolDef, ToolError, VisionModel,
     WorkspaceScheme,
 };
-use ishiki_resources::{Error as ResourceError, ErrorKind, ReadResult, SchemeHandler};
+use ishiki_resources::{ReadResult, ResourceError, ResourceErrorKind, SchemeHandler};
 use serde_json::{Value, json};
 use url::Url;
 
@@ -250,7 +250,7 @@ impl SchemeHandler for ExampleScheme {
             .and_then(|(_, v)| v.parse::<u64>().ok())
             .ok_or_else(|| {
                 ResourceError::new(
-                    ErrorKind::InvalidParameter,
+                    ResourceErrorKind::InvalidParameter,
                     format!("`{url}` needs ?lines=N (a whole number)"),
                 )
             })?;
@@ -272,7 +272,7 @@ impl SchemeHandler for ExampleScheme {
             }
             other => {
                 return Err(ResourceError::new(
-                    ErrorKind::NotFound,
+                    ResourceErrorKind::NotFound,
                     format!("example://{other} does not exist (try large.text or counter)"),
                 ));
             }

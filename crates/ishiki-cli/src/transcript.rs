@@ -63,8 +63,8 @@ pub use ishiki_core::{
     DeltaEntry as CatalogEntry, MediaPart as Media, Message, Part, Request, Role, ToolSpec as Tool,
 };
 
-/// `ATTACHMENT` = `{url, media_type, bytes, lifetime}`: the runtime's own [`AttachmentInfo`]
-/// (`ishiki_core::AttachmentInfo`), with projection's [`Lifetime`].
+/// `ATTACHMENT` = `{url, media_type, bytes, lifetime}`: the runtime's own
+/// [`AttachmentInfo`](ishiki_core::AttachmentInfo), with projection's [`Lifetime`].
 pub use ishiki_core::{AttachmentInfo as Attachment, Lifetime};
 
 /// `{"event":"model_failed","step","reason"}`.

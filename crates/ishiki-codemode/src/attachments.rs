@@ -4,7 +4,7 @@
 //! reuse. Only the final return value's top-level `attachments` counts; everything else is plain
 //! JSON and is never searched for media.
 
-use crate::error::{CodemodeError, ErrorKind};
+use crate::error::{CodemodeError, CodemodeErrorKind};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -243,7 +243,7 @@ fn decode(data: &str, at: &str) -> Result<Vec<u8>, CodemodeError> {
 }
 
 fn invalid(message: String) -> CodemodeError {
-    CodemodeError::new(ErrorKind::InvalidAttachments, message)
+    CodemodeError::new(CodemodeErrorKind::InvalidAttachments, message)
 }
 
 fn type_name(value: &Value) -> &'static str {

@@ -68,12 +68,15 @@ impl fmt::Display for ConfinementReport {
 pub fn confinement_report(
     worker: crate::WorkerSpawn,
 ) -> Result<ConfinementReport, crate::CodemodeError> {
-    use crate::{CodemodeError, ErrorKind, Sandbox, SandboxConfig};
+    use crate::{CodemodeError, CodemodeErrorKind, Sandbox, SandboxConfig};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| {
-            CodemodeError::new(ErrorKind::Worker, format!("cannot start a runtime: {e}"))
+            CodemodeError::new(
+                CodemodeErrorKind::Worker,
+                format!("cannot start a runtime: {e}"),
+            )
         })?;
     runtime.block_on(async {
         let sandbox = Sandbox::new(SandboxConfig {
@@ -84,7 +87,7 @@ pub fn confinement_report(
         sandbox.warm().await?;
         sandbox.confinement().ok_or_else(|| {
             CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 "in-process mode has no worker, so nothing confines its programs",
             )
         })

@@ -7,7 +7,7 @@ use std::fmt;
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
+pub enum CodemodeErrorKind {
     /// The program does not parse.
     Syntax,
     /// The program threw (or rejected) and nothing caught it.
@@ -28,7 +28,7 @@ pub enum ErrorKind {
     Worker,
 }
 
-impl ErrorKind {
+impl CodemodeErrorKind {
     /// A short lower-case name, as used in snapshots and logs.
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -49,13 +49,13 @@ impl ErrorKind {
 /// A program failed. `message()` is short and precise: it is shown to the model as is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodemodeError {
-    kind: ErrorKind,
+    kind: CodemodeErrorKind,
     message: String,
     console: Vec<String>,
 }
 
 impl CodemodeError {
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: CodemodeErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -70,7 +70,7 @@ impl CodemodeError {
 
     /// What kind of failure this is.
     #[must_use]
-    pub fn kind(&self) -> ErrorKind {
+    pub fn kind(&self) -> CodemodeErrorKind {
         self.kind
     }
 

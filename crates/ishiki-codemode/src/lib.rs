@@ -23,7 +23,7 @@
 //!
 //! The return value becomes an [`Outcome`]: the JSON value, the top-level `attachments` it
 //! declares (CM-5..CM-7, see [`parse_attachments`]) and the captured `console` lines (CM-9).
-//! Anything else ends as a [`CodemodeError`] whose [`ErrorKind`] says what stopped the program
+//! Anything else ends as a [`CodemodeError`] whose [`CodemodeErrorKind`] says what stopped the program
 //! and whose message is written for the model.
 //!
 //! # Isolation (SEC-1)
@@ -105,7 +105,7 @@ mod worker;
 pub use attachments::{AttachmentContent, AttachmentItem, Lifetime, parse_attachments};
 pub use config::{Limits, SandboxConfig, WorkerSpawn};
 pub use confine::{ConfinementLayer, ConfinementReport, confinement_report};
-pub use error::{CodemodeError, ErrorKind};
+pub use error::{CodemodeError, CodemodeErrorKind};
 pub use host::{Outcome, Sandbox};
 pub use tool::{CallableTool, RESERVED_TOOL_NAMES, ToolFailure};
 pub use worker::run_if_worker;

@@ -12,7 +12,7 @@
 //! output at all times and writes replies as the worker takes them. Neither side can fill a
 //! pipe the other has stopped draining.
 
-use crate::error::ErrorKind;
+use crate::error::CodemodeErrorKind;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -68,7 +68,10 @@ pub(crate) enum ToHost {
         unsent: usize,
     },
     /// The program failed.
-    Failed { kind: ErrorKind, message: String },
+    Failed {
+        kind: CodemodeErrorKind,
+        message: String,
+    },
 }
 
 /// A `call` line around input JSON that is already valid text.

@@ -7,7 +7,7 @@
 
 use crate::config::EngineConfig;
 use crate::engine::{Engine, Link, Reply};
-use crate::error::{CodemodeError, ErrorKind};
+use crate::error::{CodemodeError, CodemodeErrorKind};
 use crate::protocol::{ToEngine, ToHost, WORKER_ENV, call_line, done_line, line};
 use std::io::{BufRead, BufReader, BufWriter, Stdin, Stdout, Write};
 
@@ -52,7 +52,10 @@ fn serve(config_json: &str) -> i32 {
         Err(e) => {
             fail(
                 &mut out,
-                &CodemodeError::new(ErrorKind::Worker, format!("bad worker configuration: {e}")),
+                &CodemodeError::new(
+                    CodemodeErrorKind::Worker,
+                    format!("bad worker configuration: {e}"),
+                ),
             );
             return 2;
         }
@@ -60,7 +63,10 @@ fn serve(config_json: &str) -> i32 {
     if let Err(e) = crate::os::apply_limits(config.memory_bytes, config.cpu_seconds) {
         fail(
             &mut out,
-            &CodemodeError::new(ErrorKind::Worker, format!("cannot limit the worker: {e}")),
+            &CodemodeError::new(
+                CodemodeErrorKind::Worker,
+                format!("cannot limit the worker: {e}"),
+            ),
         );
         return 2;
     }
@@ -81,11 +87,11 @@ fn serve(config_json: &str) -> i32 {
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_owned());
             let kind = if message.contains("capacity overflow") || message.contains("alloc") {
-                ErrorKind::Memory
+                CodemodeErrorKind::Memory
             } else {
-                ErrorKind::Worker
+                CodemodeErrorKind::Worker
             };
-            let text = if kind == ErrorKind::Memory {
+            let text = if kind == CodemodeErrorKind::Memory {
                 format!("the program ran out of memory ({message})")
             } else {
                 format!("the engine failed: {}", crate::tool::clip(&message, 200))
@@ -97,7 +103,7 @@ fn serve(config_json: &str) -> i32 {
             fail(
                 &mut out,
                 &CodemodeError::new(
-                    ErrorKind::Worker,
+                    CodemodeErrorKind::Worker,
                     format!("cannot start the engine thread: {e}"),
                 ),
             );
@@ -140,7 +146,7 @@ fn serve_one(config: &EngineConfig, confinement: crate::confine::ConfinementRepo
         Ok(ToEngine::Reply { .. }) | Err(_) => {
             fail(
                 &mut out,
-                &CodemodeError::new(ErrorKind::Worker, "the worker expected a program"),
+                &CodemodeError::new(CodemodeErrorKind::Worker, "the worker expected a program"),
             );
             return 2;
         }

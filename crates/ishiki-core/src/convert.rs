@@ -2,12 +2,11 @@
 //!
 //! The capability crates do not depend on each other, so a concept that crosses a boundary
 //! has a type on each side: a program's attachment lifetime (`ishiki-codemode`) becomes
-//! projection's [`Lifetime`]; a catalog [`ToolDef`] (`ishiki-toolsearch`) becomes the model
+//! projection's `Lifetime`; a catalog [`ToolDef`] (`ishiki-toolsearch`) becomes the model
 //! boundary's [`ToolSpec`] or [`DeltaEntry`] (`ishiki-model`); a resource, program, outlet or
 //! side-model error becomes the [`ToolError`] the model reads, with its kind. Every such mapping is here, so
 //! a new variant or field is added in one file.
 
-use ishiki_projection::Lifetime;
 use ishiki_toolsearch::ToolDef;
 
 use crate::message::{DeltaEntry, ModelError, ModelErrorKind, ToolSpec};
@@ -15,7 +14,8 @@ use crate::tool::{ToolError, ToolErrorKind};
 
 /// A program attachment's lifetime as projection keeps it (CM-6 → PRJ-4..PRJ-7).
 #[cfg(feature = "codemode")]
-pub(crate) fn lifetime(l: ishiki_codemode::Lifetime) -> Lifetime {
+pub(crate) fn lifetime(l: ishiki_codemode::Lifetime) -> ishiki_projection::Lifetime {
+    use ishiki_projection::Lifetime;
     match l {
         ishiki_codemode::Lifetime::Once => Lifetime::Once,
         ishiki_codemode::Lifetime::Recent => Lifetime::Recent,
@@ -43,11 +43,11 @@ pub(crate) fn delta_entry(def: &ToolDef, with_signature: bool) -> DeltaEntry {
     }
 }
 
-impl From<ishiki_resources::Error> for ToolError {
+impl From<ishiki_resources::ResourceError> for ToolError {
     /// A URL that names nothing (or nothing allowed) is the call's input; a resource over the
     /// handler's limit is a limit; the rest is a failure.
-    fn from(e: ishiki_resources::Error) -> Self {
-        use ishiki_resources::ErrorKind as R;
+    fn from(e: ishiki_resources::ResourceError) -> Self {
+        use ishiki_resources::ResourceErrorKind as R;
         let kind = match e.kind() {
             R::InvalidUrl
             | R::UnknownScheme
@@ -67,7 +67,7 @@ impl From<ishiki_codemode::CodemodeError> for ToolError {
     /// A program that does not parse is the model's to fix; a time, memory, size or engine
     /// limit is a limit; a sandbox that failed is unavailable; a program that threw failed.
     fn from(e: ishiki_codemode::CodemodeError) -> Self {
-        use ishiki_codemode::ErrorKind as C;
+        use ishiki_codemode::CodemodeErrorKind as C;
         let kind = match e.kind() {
             C::Syntax | C::InvalidAttachments => ToolErrorKind::Input,
             C::Timeout | C::Memory | C::TransferTooLarge | C::ResultTooLarge | C::Limit => {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ishiki_resources::{
-    ArtifactStore, Error, ErrorKind, FileScheme, artifact_key, artifact_name,
+    ArtifactStore, FileScheme, ResourceError, ResourceErrorKind, artifact_key, artifact_name,
     artifact_tool_component, parse_url,
 };
 use object_store::ObjectStore;
@@ -30,7 +30,7 @@ impl ObjectArtifactStore {
         &self.root
     }
 
-    fn locate(&self, url: &Url) -> Result<Path, Error> {
+    fn locate(&self, url: &Url) -> Result<Path, ResourceError> {
         let (tool, name) = artifact_key(url)?;
         Ok(self.root.clone().join(tool.as_str()).join(name.as_str()))
     }
@@ -39,13 +39,13 @@ impl ObjectArtifactStore {
         store: Arc<dyn ObjectStore>,
         path: Path,
         url: String,
-    ) -> Result<Vec<u8>, Error> {
+    ) -> Result<Vec<u8>, ResourceError> {
         use object_store::ObjectStoreExt as _;
         let read = async { store.get(&path).await?.bytes().await };
         match read.await {
             Ok(bytes) => Ok(bytes.to_vec()),
-            Err(object_store::Error::NotFound { .. }) => Err(Error::new(
-                ErrorKind::NotFound,
+            Err(object_store::Error::NotFound { .. }) => Err(ResourceError::new(
+                ResourceErrorKind::NotFound,
                 format!("no artifact at `{url}`"),
             )),
             Err(e) => Err(store_error(&format!("reading `{url}`"), &e)),
@@ -54,7 +54,7 @@ impl ObjectArtifactStore {
 }
 
 impl ArtifactStore for ObjectArtifactStore {
-    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, Error> {
+    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, ResourceError> {
         let tool = artifact_tool_component(tool);
         let name = artifact_name(bytes, extension);
         let url = format!("artifact://{tool}/{name}");
@@ -68,8 +68,8 @@ impl ArtifactStore for ObjectArtifactStore {
                 // An existing object normally holds the same bytes (same hash prefix); a prefix
                 // collision must not hand out a URL whose bytes differ from what was stored.
                 Ok(Put::Existed(existing)) if existing == bytes => Ok(()),
-                Ok(Put::Existed(_)) => Err(Error::new(
-                    ErrorKind::InvalidData,
+                Ok(Put::Existed(_)) => Err(ResourceError::new(
+                    ResourceErrorKind::InvalidData,
                     format!("`{shown}` already holds other bytes (hash prefix collision)"),
                 )),
                 Err(e) => Err(store_error(&format!("storing `{shown}`"), &e)),
@@ -78,7 +78,7 @@ impl ArtifactStore for ObjectArtifactStore {
         Ok(url)
     }
 
-    fn get(&self, url: &str) -> Result<Vec<u8>, Error> {
+    fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
         let parsed = parse_url(url)?;
         let path = self.locate(&parsed)?;
         wait(Self::load_key(self.store.clone(), path, url.to_owned()))
@@ -91,7 +91,7 @@ impl FileScheme for ObjectArtifactStore {
         "artifact"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let mut bare = url.clone();
         bare.set_query(None);
         bare.set_fragment(None);

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use ishiki_resources::{
-    AssetMeta, AssetStore, Error, ErrorKind, FileScheme, asset_changed, asset_id, asset_not_found,
-    asset_url, new_asset_meta,
+    AssetMeta, AssetStore, FileScheme, ResourceError, ResourceErrorKind, asset_changed, asset_id,
+    asset_not_found, asset_url, new_asset_meta,
 };
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt as _};
@@ -31,16 +31,20 @@ fn meta_key(root: &Path, id: &Uuid) -> Path {
     root.clone().join(format!("{}.json", id.hyphenated()))
 }
 
-fn decode_meta(url: &str, bytes: &[u8]) -> Result<AssetMeta, Error> {
+fn decode_meta(url: &str, bytes: &[u8]) -> Result<AssetMeta, ResourceError> {
     serde_json::from_slice(bytes).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidData,
+        ResourceError::new(
+            ResourceErrorKind::InvalidData,
             format!("the metadata of `{url}` is unreadable: {e}"),
         )
     })
 }
 
-async fn read(store: &dyn ObjectStore, path: &Path, url: &str) -> Result<bytes::Bytes, Error> {
+async fn read(
+    store: &dyn ObjectStore,
+    path: &Path,
+    url: &str,
+) -> Result<bytes::Bytes, ResourceError> {
     let read = async { store.get(path).await?.bytes().await };
     match read.await {
         Ok(bytes) => Ok(bytes),
@@ -49,13 +53,21 @@ async fn read(store: &dyn ObjectStore, path: &Path, url: &str) -> Result<bytes::
     }
 }
 
-async fn read_meta(store: &dyn ObjectStore, root: &Path, id: &Uuid) -> Result<AssetMeta, Error> {
+async fn read_meta(
+    store: &dyn ObjectStore,
+    root: &Path,
+    id: &Uuid,
+) -> Result<AssetMeta, ResourceError> {
     let url = asset_url(id);
     let bytes = read(store, &meta_key(root, id), &url).await?;
     decode_meta(&url, &bytes)
 }
 
-async fn read_data(store: &dyn ObjectStore, root: &Path, id: &Uuid) -> Result<Vec<u8>, Error> {
+async fn read_data(
+    store: &dyn ObjectStore,
+    root: &Path,
+    id: &Uuid,
+) -> Result<Vec<u8>, ResourceError> {
     let url = asset_url(id);
     // The metadata is written last: without it the asset is not (or no longer) there.
     match store.head(&meta_key(root, id)).await {
@@ -83,11 +95,11 @@ impl AssetStore for ObjectAssetStore {
         id: Uuid,
         bytes: &[u8],
         created_at: SystemTime,
-    ) -> Result<AssetMeta, Error> {
+    ) -> Result<AssetMeta, ResourceError> {
         let meta = new_asset_meta(id, bytes, created_at)?;
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidData,
+            ResourceError::new(
+                ResourceErrorKind::InvalidData,
                 format!("cannot encode metadata of `{}`: {e}", meta.url),
             )
         })?;
@@ -111,13 +123,13 @@ impl AssetStore for ObjectAssetStore {
         })
     }
 
-    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, Error> {
+    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError> {
         let id = asset_id(url_or_id)?;
         let (store, root) = (self.store.clone(), self.root.clone());
         wait(async move { read_meta(&*store, &root, &id).await })
     }
 
-    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, Error> {
+    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url_or_id)?;
         let (store, root) = (self.store.clone(), self.root.clone());
         wait(async move { read_data(&*store, &root, &id).await })
@@ -127,7 +139,7 @@ impl AssetStore for ObjectAssetStore {
     /// than `retention` before `now` (by their metadata), metadata first. Unreadable metadata
     /// is left alone; bytes whose metadata was never written are removed once their id's own
     /// time is past the retention.
-    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error> {
+    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, ResourceError> {
         let (store, root) = (self.store.clone(), self.root.clone());
         wait(async move { remove_expired(&*store, &root, now, retention).await })
     }
@@ -138,7 +150,7 @@ async fn remove_expired(
     root: &Path,
     now: SystemTime,
     retention: Duration,
-) -> Result<Vec<String>, Error> {
+) -> Result<Vec<String>, ResourceError> {
     let expired =
         |created: SystemTime| now.duration_since(created).is_ok_and(|age| age > retention);
     let listing = store
@@ -200,7 +212,7 @@ impl FileScheme for ObjectAssetStore {
         "asset"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url.as_str())?;
         let (store, root) = (self.store.clone(), self.root.clone());
         run(async move { read_data(&*store, &root, &id).await }).await

@@ -34,7 +34,7 @@ pub mod testing;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use ishiki_resources::{Error, ErrorKind};
+use ishiki_resources::{ResourceError, ResourceErrorKind};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use url::Url;
@@ -52,7 +52,7 @@ pub struct Objects {
 impl Objects {
     /// Opens `s3://bucket/prefix` (credentials and endpoint from the `AWS_*` environment),
     /// `file:///path` or a plain directory path (created if missing).
-    pub fn open(location: &str) -> Result<Self, Error> {
+    pub fn open(location: &str) -> Result<Self, ResourceError> {
         Self::open_with(location, std::iter::empty::<(String, String)>())
     }
 
@@ -61,12 +61,12 @@ impl Objects {
     pub fn open_with<K, V>(
         location: &str,
         options: impl IntoIterator<Item = (K, V)>,
-    ) -> Result<Self, Error>
+    ) -> Result<Self, ResourceError>
     where
         K: AsRef<str>,
         V: Into<String>,
     {
-        let invalid = |why: String| Error::new(ErrorKind::InvalidUrl, why);
+        let invalid = |why: String| ResourceError::new(ResourceErrorKind::InvalidUrl, why);
         if !location.contains("://") {
             return Self::local(std::path::Path::new(location));
         }
@@ -102,16 +102,16 @@ impl Objects {
         }
     }
 
-    fn local(dir: &std::path::Path) -> Result<Self, Error> {
+    fn local(dir: &std::path::Path) -> Result<Self, ResourceError> {
         std::fs::create_dir_all(dir).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
+            ResourceError::new(
+                ResourceErrorKind::Io,
                 format!("cannot create the object directory {}: {e}", dir.display()),
             )
         })?;
         let store = object_store::local::LocalFileSystem::new_with_prefix(dir).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
+            ResourceError::new(
+                ResourceErrorKind::Io,
                 format!("cannot open the object directory {}: {e}", dir.display()),
             )
         })?;
@@ -145,7 +145,7 @@ impl Objects {
 }
 
 /// The process-wide runtime every object-store request runs on.
-fn io_runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
+fn io_runtime() -> Result<&'static tokio::runtime::Runtime, ResourceError> {
     static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
@@ -158,24 +158,24 @@ fn io_runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
         })
         .as_ref()
         .map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
+            ResourceError::new(
+                ResourceErrorKind::Io,
                 format!("cannot start the object store's i/o runtime: {e}"),
             )
         })
 }
 
-fn stopped() -> Error {
-    Error::new(
-        ErrorKind::Io,
+fn stopped() -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::Io,
         "an object store request stopped before it finished",
     )
 }
 
 /// Runs `work` on the i/o runtime and blocks the calling thread until it is done.
 pub(crate) fn wait<T: Send + 'static>(
-    work: impl Future<Output = Result<T, Error>> + Send + 'static,
-) -> Result<T, Error> {
+    work: impl Future<Output = Result<T, ResourceError>> + Send + 'static,
+) -> Result<T, ResourceError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     io_runtime()?.spawn(async move {
         let _ = tx.send(work.await);
@@ -185,18 +185,18 @@ pub(crate) fn wait<T: Send + 'static>(
 
 /// Runs `work` on the i/o runtime from async code.
 pub(crate) async fn run<T: Send + 'static>(
-    work: impl Future<Output = Result<T, Error>> + Send + 'static,
-) -> Result<T, Error> {
+    work: impl Future<Output = Result<T, ResourceError>> + Send + 'static,
+) -> Result<T, ResourceError> {
     io_runtime()?.spawn(work).await.map_err(|_| stopped())?
 }
 
 /// An object-store failure as a resources error; `what` names the object.
-pub(crate) fn store_error(what: &str, e: &object_store::Error) -> Error {
+pub(crate) fn store_error(what: &str, e: &object_store::Error) -> ResourceError {
     let kind = match e {
-        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
-        _ => ErrorKind::Io,
+        object_store::Error::NotFound { .. } => ResourceErrorKind::NotFound,
+        _ => ResourceErrorKind::Io,
     };
-    Error::new(kind, format!("object store, {what}: {e}"))
+    ResourceError::new(kind, format!("object store, {what}: {e}"))
 }
 
 /// How a write-once put ended.

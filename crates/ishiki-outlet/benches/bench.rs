@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ishiki_outlet::{Budget, Outlet, continue_line, first_page};
-use ishiki_resources::{ArtifactStore, Error, ErrorKind, ReadSource};
+use ishiki_resources::{ArtifactStore, ReadSource, ResourceError, ResourceErrorKind};
 
 const SIZE: usize = 256 << 20;
 
@@ -23,16 +23,16 @@ const SIZE: usize = 256 << 20;
 struct NoStore;
 
 impl ArtifactStore for NoStore {
-    fn put(&self, _: &str, _: &[u8], _: &str) -> Result<String, Error> {
-        Err(Error::new(
-            ErrorKind::NotAllowed,
+    fn put(&self, _: &str, _: &[u8], _: &str) -> Result<String, ResourceError> {
+        Err(ResourceError::new(
+            ResourceErrorKind::NotAllowed,
             "the bench archives nothing",
         ))
     }
 
-    fn get(&self, _: &str) -> Result<Vec<u8>, Error> {
-        Err(Error::new(
-            ErrorKind::NotFound,
+    fn get(&self, _: &str) -> Result<Vec<u8>, ResourceError> {
+        Err(ResourceError::new(
+            ResourceErrorKind::NotFound,
             "the bench archives nothing",
         ))
     }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{ProjectionError, ProjectionErrorKind};
 use crate::limits::ImageLimits;
 
 /// How many requests an attachment's bytes may appear in (PRJ-4..PRJ-7).
@@ -41,16 +41,16 @@ impl std::fmt::Display for Lifetime {
 }
 
 impl std::str::FromStr for Lifetime {
-    type Err = Error;
+    type Err = ProjectionError;
 
     /// `once`, `recent` or `retain`; anything else is an error naming the three.
-    fn from_str(s: &str) -> Result<Self, Error> {
+    fn from_str(s: &str) -> Result<Self, ProjectionError> {
         Lifetime::ALL
             .into_iter()
             .find(|l| l.as_str() == s)
             .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidConfig,
+                ProjectionError::new(
+                    ProjectionErrorKind::InvalidConfig,
                     format!("unknown lifetime `{s}` (expected once, recent or retain)"),
                 )
             })
@@ -132,7 +132,7 @@ impl AttachmentConfig {
     /// never fails on such values — it treats a zero batch as 1 — so this is for callers that
     /// build a config in code; a profile's decoder applies the same [`MINIMUMS`](Self::MINIMUMS)
     /// with the key's line and column (PRO-7).
-    pub fn validate(&self) -> Result<(), Error> {
+    pub fn validate(&self) -> Result<(), ProjectionError> {
         let values: [(&str, u64); 6] = [
             ("recentImageCount", self.recent_image_count as u64),
             ("imagePruneBatchSize", self.image_prune_batch_size as u64),
@@ -145,8 +145,8 @@ impl AttachmentConfig {
             .iter()
             .find(|(key, value)| *value < Self::minimum(key))
         {
-            Some((key, _)) => Err(Error::new(
-                ErrorKind::InvalidConfig,
+            Some((key, _)) => Err(ProjectionError::new(
+                ProjectionErrorKind::InvalidConfig,
                 format!("attachment.{key} must be at least {}", Self::minimum(key)),
             )),
             None => Ok(()),

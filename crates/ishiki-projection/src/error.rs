@@ -3,7 +3,7 @@
 /// What went wrong, for callers that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ErrorKind {
+pub enum ProjectionErrorKind {
     /// A configuration value is out of its allowed range.
     InvalidConfig,
 }
@@ -11,14 +11,14 @@ pub enum ErrorKind {
 /// An error from this crate. Projection itself never fails; only configuration checks do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct Error {
-    kind: ErrorKind,
+pub struct ProjectionError {
+    kind: ProjectionErrorKind,
     message: String,
 }
 
-impl Error {
+impl ProjectionError {
     /// An error of `kind` with a message that names what was wrong (lower-case, no period).
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub fn new(kind: ProjectionErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -26,7 +26,7 @@ impl Error {
     }
 
     /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
+    pub fn kind(&self) -> ProjectionErrorKind {
         self.kind
     }
 

@@ -97,7 +97,7 @@ mod wording;
 pub mod texts {}
 
 pub use config::{AttachmentConfig, Lifetime, effective_image_input};
-pub use error::{Error, ErrorKind};
+pub use error::{ProjectionError, ProjectionErrorKind};
 pub use limits::{ImageLimits, encoded_len};
 pub use project::{AttachmentContent, AttachmentMessage, Projection, ProjectionInput, project};
 pub use record::{AttachmentRecord, SourceLink, Verdict};

@@ -10,16 +10,16 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use url::Url;
 
-use crate::{Error, ErrorKind};
+use crate::{ResourceError, ResourceErrorKind};
 
 /// Where immutable snapshots are kept. The outlet archives media and over-long text here.
 pub trait ArtifactStore: Send + Sync + std::fmt::Debug {
     /// Stores `bytes` produced by `tool` and returns their `artifact://` URL. Storing the same
     /// bytes again returns the same URL and leaves the stored file untouched.
-    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, Error>;
+    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, ResourceError>;
 
     /// The bytes behind an `artifact://` URL (query and fragment ignored).
-    fn get(&self, url: &str) -> Result<Vec<u8>, Error>;
+    fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError>;
 }
 
 /// The artifact store on disk: `<root>/<tool>/<name>`.
@@ -30,11 +30,11 @@ pub struct DiskArtifactStore {
 
 impl DiskArtifactStore {
     /// Opens (creating if needed) a store rooted at `root`.
-    pub fn open(root: impl Into<PathBuf>) -> Result<Self, Error> {
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, ResourceError> {
         let root = root.into();
         std::fs::create_dir_all(&root).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
+            ResourceError::new(
+                ResourceErrorKind::Io,
                 format!("cannot open the artifact store {}: {e}", root.display()),
             )
         })?;
@@ -46,7 +46,7 @@ impl DiskArtifactStore {
         &self.root
     }
 
-    fn locate(&self, url: &Url) -> Result<PathBuf, Error> {
+    fn locate(&self, url: &Url) -> Result<PathBuf, ResourceError> {
         let (tool, name) = artifact_key(url)?;
         Ok(self.root.join(tool).join(name))
     }
@@ -100,16 +100,16 @@ pub fn artifact_name(bytes: &[u8], extension: &str) -> String {
 
 /// An I/O failure named by the artifact URL: the message may reach the model, so it never
 /// shows the host's path (issue 13).
-fn io_error(url: &str, e: &std::io::Error) -> Error {
+fn io_error(url: &str, e: &std::io::Error) -> ResourceError {
     let reason = std::io::Error::from(e.kind());
-    Error::new(
-        ErrorKind::Io,
+    ResourceError::new(
+        ResourceErrorKind::Io,
         format!("cannot store or read `{url}`: {reason}"),
     )
 }
 
 impl ArtifactStore for DiskArtifactStore {
-    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, Error> {
+    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, ResourceError> {
         let tool = artifact_tool_component(tool);
         let name = artifact_name(bytes, extension);
         let dir = self.root.join(&tool);
@@ -124,20 +124,23 @@ impl ArtifactStore for DiskArtifactStore {
         // An existing file normally holds the same bytes (same hash prefix); a prefix collision
         // must not hand out a URL whose bytes differ from what the caller stored.
         if !created && std::fs::read(&path).map_err(|e| io_error(&url, &e))? != bytes {
-            return Err(Error::new(
-                ErrorKind::InvalidData,
+            return Err(ResourceError::new(
+                ResourceErrorKind::InvalidData,
                 format!("`{url}` already holds other bytes (hash prefix collision)"),
             ));
         }
         Ok(url)
     }
 
-    fn get(&self, url: &str) -> Result<Vec<u8>, Error> {
+    fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
         let parsed = crate::parse_url(url)?;
         let path = self.locate(&parsed)?;
         std::fs::read(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
-                Error::new(ErrorKind::NotFound, format!("no artifact at `{url}`"))
+                ResourceError::new(
+                    ResourceErrorKind::NotFound,
+                    format!("no artifact at `{url}`"),
+                )
             } else {
                 io_error(url, &e)
             }
@@ -147,18 +150,18 @@ impl ArtifactStore for DiskArtifactStore {
 
 /// Checks an `artifact://<tool>/<name>` URL and returns its tool and name, each a safe path
 /// component (letters, digits, `_`, `-`, `.`; never `.` or `..`).
-pub fn artifact_key(url: &Url) -> Result<(String, String), Error> {
+pub fn artifact_key(url: &Url) -> Result<(String, String), ResourceError> {
     if url.scheme() != "artifact" {
-        return Err(Error::new(
-            ErrorKind::InvalidUrl,
+        return Err(ResourceError::new(
+            ResourceErrorKind::InvalidUrl,
             format!("`{url}` is not an artifact:// URL"),
         ));
     }
     let tool = url.host_str().unwrap_or("");
     let name = url.path().strip_prefix('/').unwrap_or("");
     if !is_safe_component(tool) || !is_safe_component(name) {
-        return Err(Error::new(
-            ErrorKind::InvalidUrl,
+        return Err(ResourceError::new(
+            ResourceErrorKind::InvalidUrl,
             format!("`{url}` is not of the form artifact://<tool>/<name>"),
         ));
     }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use uuid::{Uuid, Variant, Version};
 
 use crate::url_text::show;
-use crate::{Error, ErrorKind, sniff};
+use crate::{ResourceError, ResourceErrorKind, sniff};
 
 /// What the store knows about one asset; also its on-disk `<id>.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,20 +49,20 @@ pub trait AssetStore: Send + Sync + std::fmt::Debug {
         id: Uuid,
         bytes: &[u8],
         created_at: SystemTime,
-    ) -> Result<AssetMeta, Error>;
+    ) -> Result<AssetMeta, ResourceError>;
 
     /// The metadata of an asset, by `asset://` URL or bare id.
-    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, Error>;
+    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError>;
 
     /// The bytes of an asset, by `asset://` URL or bare id.
-    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, Error>;
+    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError>;
 
     /// Deletes exactly the assets created more than `retention` before `now` and returns their
     /// URLs in creation order (RES-9).
-    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error>;
+    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, ResourceError>;
 
     /// Stores `bytes` as a new asset with a fresh UUID v7 and the current time.
-    fn put(&self, bytes: &[u8]) -> Result<AssetMeta, Error> {
+    fn put(&self, bytes: &[u8]) -> Result<AssetMeta, ResourceError> {
         self.put_with_id(Uuid::now_v7(), bytes, SystemTime::now())
     }
 }
@@ -105,9 +105,9 @@ fn version_name(id: &Uuid) -> String {
 }
 
 /// The id of an asset URL or bare id, refusing anything that is not a UUID v7 (RES-6).
-pub fn asset_id(url_or_id: &str) -> Result<Uuid, Error> {
+pub fn asset_id(url_or_id: &str) -> Result<Uuid, ResourceError> {
     let shown = show(url_or_id);
-    let invalid = |why: String| Error::new(ErrorKind::InvalidUrl, why);
+    let invalid = |why: String| ResourceError::new(ResourceErrorKind::InvalidUrl, why);
     let (text, is_url) = if url_or_id.contains(':') {
         let url = crate::parse_url(url_or_id)?;
         if url.scheme() != "asset"
@@ -158,10 +158,14 @@ fn unix_millis(t: SystemTime) -> u64 {
 
 /// Checks that `id` is a UUID v7 and describes `bytes` stored under it at `created_at`
 /// (truncated to the millisecond): what every [`AssetStore`] writes as the asset's metadata.
-pub fn new_asset_meta(id: Uuid, bytes: &[u8], created_at: SystemTime) -> Result<AssetMeta, Error> {
+pub fn new_asset_meta(
+    id: Uuid,
+    bytes: &[u8],
+    created_at: SystemTime,
+) -> Result<AssetMeta, ResourceError> {
     if !is_v7(&id) {
-        return Err(Error::new(
-            ErrorKind::InvalidParameter,
+        return Err(ResourceError::new(
+            ResourceErrorKind::InvalidParameter,
             format!(
                 "asset id `{id}` is {}, assets use UUID v7",
                 version_name(&id)
@@ -180,28 +184,28 @@ pub fn new_asset_meta(id: Uuid, bytes: &[u8], created_at: SystemTime) -> Result<
 }
 
 /// The error for storing other bytes under an existing asset id.
-pub fn asset_changed(url: &str) -> Error {
-    Error::new(
-        ErrorKind::NotAllowed,
+pub fn asset_changed(url: &str) -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::NotAllowed,
         format!("asset `{url}` already exists with other bytes; assets never change"),
     )
 }
 
 /// The error for an asset that is not (or no longer) there.
-pub fn asset_not_found(url: &str) -> Error {
-    Error::new(
-        ErrorKind::NotFound,
+pub fn asset_not_found(url: &str) -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::NotFound,
         format!("no asset at `{url}` (it may have been deleted after its retention period)"),
     )
 }
 
 impl DiskAssetStore {
     /// Opens (creating if needed) a store rooted at `root`.
-    pub fn open(root: impl Into<PathBuf>) -> Result<Self, Error> {
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, ResourceError> {
         let root = root.into();
         std::fs::create_dir_all(&root).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
+            ResourceError::new(
+                ResourceErrorKind::Io,
                 format!("cannot open the asset store {}: {e}", root.display()),
             )
         })?;
@@ -221,11 +225,19 @@ impl DiskAssetStore {
         self.root.join(format!("{}.json", id.hyphenated()))
     }
 
-    fn store(&self, id: Uuid, bytes: &[u8], created_at: SystemTime) -> Result<AssetMeta, Error> {
+    fn store(
+        &self,
+        id: Uuid,
+        bytes: &[u8],
+        created_at: SystemTime,
+    ) -> Result<AssetMeta, ResourceError> {
         let meta = new_asset_meta(id, bytes, created_at)?;
         let url = meta.url.clone();
         let store_error = |e: std::io::Error| {
-            Error::new(ErrorKind::Io, format!("cannot store asset `{url}`: {e}"))
+            ResourceError::new(
+                ResourceErrorKind::Io,
+                format!("cannot store asset `{url}`: {e}"),
+            )
         };
         let data_path = self.data_path(&id);
         if !crate::link_new_file(&self.root, &data_path, bytes).map_err(store_error)? {
@@ -235,8 +247,8 @@ impl DiskAssetStore {
             }
         }
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidData,
+            ResourceError::new(
+                ResourceErrorKind::InvalidData,
                 format!("cannot encode metadata of `{url}`: {e}"),
             )
         })?;
@@ -247,27 +259,30 @@ impl DiskAssetStore {
         }
     }
 
-    fn read_meta(&self, id: &Uuid) -> Result<AssetMeta, Error> {
+    fn read_meta(&self, id: &Uuid) -> Result<AssetMeta, ResourceError> {
         let url = asset_url(id);
         let path = self.meta_path(id);
         let text = std::fs::read(&path).map_err(|e| self.read_error(&url, &e))?;
         serde_json::from_slice(&text).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidData,
+            ResourceError::new(
+                ResourceErrorKind::InvalidData,
                 format!("the metadata of `{url}` is unreadable: {e}"),
             )
         })
     }
 
-    fn read_error(&self, url: &str, e: &std::io::Error) -> Error {
+    fn read_error(&self, url: &str, e: &std::io::Error) -> ResourceError {
         if e.kind() == std::io::ErrorKind::NotFound {
             asset_not_found(url)
         } else {
-            Error::new(ErrorKind::Io, format!("cannot read asset `{url}`: {e}"))
+            ResourceError::new(
+                ResourceErrorKind::Io,
+                format!("cannot read asset `{url}`: {e}"),
+            )
         }
     }
 
-    pub(crate) fn read_data(&self, id: &Uuid) -> Result<Vec<u8>, Error> {
+    pub(crate) fn read_data(&self, id: &Uuid) -> Result<Vec<u8>, ResourceError> {
         let url = asset_url(id);
         // The metadata is linked last: without it the asset is not (or no longer) there.
         if !self.meta_path(id).exists() {
@@ -278,12 +293,16 @@ impl DiskAssetStore {
 
     /// Unreadable metadata is left alone; leftovers of interrupted writes older than
     /// `retention` are removed silently.
-    fn remove_expired(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error> {
+    fn remove_expired(
+        &self,
+        now: SystemTime,
+        retention: Duration,
+    ) -> Result<Vec<String>, ResourceError> {
         let expired =
             |created: SystemTime| now.duration_since(created).is_ok_and(|age| age > retention);
         let entries = std::fs::read_dir(&self.root).map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
+            ResourceError::new(
+                ResourceErrorKind::Io,
                 format!("cannot list the asset store {}: {e}", self.root.display()),
             )
         })?;
@@ -348,22 +367,22 @@ impl AssetStore for DiskAssetStore {
         id: Uuid,
         bytes: &[u8],
         created_at: SystemTime,
-    ) -> Result<AssetMeta, Error> {
+    ) -> Result<AssetMeta, ResourceError> {
         self.store(id, bytes, created_at)
     }
 
     /// Query and fragment of a URL are ignored.
-    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, Error> {
+    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError> {
         let id = asset_id(url_or_id)?;
         self.read_meta(&id)
     }
 
-    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, Error> {
+    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url_or_id)?;
         self.read_data(&id)
     }
 
-    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, Error> {
+    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, ResourceError> {
         self.remove_expired(now, retention)
     }
 }

@@ -7,7 +7,9 @@ use async_trait::async_trait;
 use url::Url;
 
 use crate::file_view::FileView;
-use crate::{Error, ErrorKind, FileScheme, ReadResult, ReadSource, SchemeHandler, parse_url};
+use crate::{
+    FileScheme, ReadResult, ReadSource, ResourceError, ResourceErrorKind, SchemeHandler, parse_url,
+};
 
 /// Routes resource URLs to scheme handlers registered at run time.
 ///
@@ -59,7 +61,7 @@ impl ResourceCenter {
 
     /// Parses `url` and reads it through its scheme's handler. The full URL, query and fragment
     /// included, reaches the handler (RES-1).
-    pub async fn read(&self, url: &str) -> Result<ReadResult, Error> {
+    pub async fn read(&self, url: &str) -> Result<ReadResult, ResourceError> {
         let parsed = parse_url(url)?;
         let handler = self.route(&parsed)?;
         handler.check_url_text(url)?;
@@ -67,14 +69,14 @@ impl ResourceCenter {
     }
 
     /// Like [`ResourceCenter::read`], for an already parsed URL.
-    pub async fn read_url(&self, url: &Url) -> Result<ReadResult, Error> {
+    pub async fn read_url(&self, url: &Url) -> Result<ReadResult, ResourceError> {
         self.route(url)?.read(url).await
     }
 
-    fn route(&self, url: &Url) -> Result<Arc<dyn SchemeHandler>, Error> {
+    fn route(&self, url: &Url) -> Result<Arc<dyn SchemeHandler>, ResourceError> {
         self.handler(url.scheme()).ok_or_else(|| {
-            Error::new(
-                ErrorKind::UnknownScheme,
+            ResourceError::new(
+                ResourceErrorKind::UnknownScheme,
                 format!(
                     "no handler for scheme `{}:` (known: {})",
                     url.scheme(),
@@ -101,13 +103,13 @@ impl SchemeHandler for FileSchemeHandler {
         self.inner.scheme()
     }
 
-    async fn read(&self, url: &Url) -> Result<ReadResult, Error> {
+    async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError> {
         let view = FileView::from_url(url)?;
         let bytes = self.inner.load(url).await?;
         view.apply(url, bytes, self.inner.is_snapshot())
     }
 
-    fn check_url_text(&self, text: &str) -> Result<(), Error> {
+    fn check_url_text(&self, text: &str) -> Result<(), ResourceError> {
         crate::path_safety::check_url_text(text)
     }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 /// What went wrong, for callers that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ErrorKind {
+pub enum ResourceErrorKind {
     /// The text is not a URL, or not one this handler accepts.
     InvalidUrl,
     /// No handler is registered for the URL's scheme.
@@ -28,14 +28,14 @@ pub enum ErrorKind {
 
 /// An error from the resource center or one of its handlers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
+pub struct ResourceError {
+    kind: ResourceErrorKind,
     message: String,
 }
 
-impl Error {
+impl ResourceError {
     /// An error of `kind` with a message that names what was wrong (lower-case, no period).
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub fn new(kind: ResourceErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -43,7 +43,7 @@ impl Error {
     }
 
     /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
+    pub fn kind(&self) -> ResourceErrorKind {
         self.kind
     }
 
@@ -53,10 +53,10 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
+impl fmt::Display for ResourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for ResourceError {}

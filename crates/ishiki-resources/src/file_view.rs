@@ -8,7 +8,7 @@ use url::Url;
 
 use crate::media::sniff;
 use crate::url_text::truncate_for_message;
-use crate::{Error, ErrorKind, ReadResult, ReadSource};
+use crate::{ReadResult, ReadSource, ResourceError, ResourceErrorKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct FileView {
@@ -17,12 +17,12 @@ pub(crate) struct FileView {
     numbered: bool,
 }
 
-fn bad(message: String) -> Error {
-    Error::new(ErrorKind::InvalidParameter, message)
+fn bad(message: String) -> ResourceError {
+    ResourceError::new(ResourceErrorKind::InvalidParameter, message)
 }
 
 impl FileView {
-    pub(crate) fn from_url(url: &Url) -> Result<Self, Error> {
+    pub(crate) fn from_url(url: &Url) -> Result<Self, ResourceError> {
         let mut view = FileView::default();
         let mut seen: Vec<String> = Vec::new();
         for (key, value) in url.query_pairs() {
@@ -68,7 +68,7 @@ impl FileView {
         url: &Url,
         bytes: Vec<u8>,
         snapshot: bool,
-    ) -> Result<ReadResult, Error> {
+    ) -> Result<ReadResult, ResourceError> {
         let info = sniff(&bytes);
         let is_text = info.media_type.starts_with("text/");
         if !is_text {
@@ -98,8 +98,8 @@ impl FileView {
             None => bytes,
         };
         let text = String::from_utf8(bytes).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidData,
+            ResourceError::new(
+                ResourceErrorKind::InvalidData,
                 format!(
                     "`{url}` is not valid UTF-8 text (invalid byte at offset {})",
                     e.utf8_error().valid_up_to()
@@ -154,7 +154,7 @@ impl FileView {
     }
 }
 
-fn parse_lines(value: &str) -> Result<(u64, u64), Error> {
+fn parse_lines(value: &str) -> Result<(u64, u64), ResourceError> {
     let err = || {
         bad(format!(
             "parameter `lines` must be `A-B` with 1 ≤ A ≤ B (1-based, inclusive), not `{}`",

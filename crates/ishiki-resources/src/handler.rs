@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use url::Url;
 
-use crate::{Error, ReadResult};
+use crate::{ReadResult, ResourceError};
 
 /// A handler for one URL scheme. It owns its access policy, URL parsing and resource
 /// lifecycle (RES-2); the center only routes the full URL to it (RES-1).
@@ -14,12 +14,12 @@ pub trait SchemeHandler: Send + Sync + std::fmt::Debug {
     fn scheme(&self) -> &str;
 
     /// Reads the resource named by the full URL (query and fragment included).
-    async fn read(&self, url: &Url) -> Result<ReadResult, Error>;
+    async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError>;
 
     /// Checks the URL text as given, before [`ResourceCenter::read`](crate::ResourceCenter::read)
     /// hands over the parsed URL: parsing silently normalises some text (it removes dot
     /// segments and tabs), which a handler may want to refuse instead. Accepts by default.
-    fn check_url_text(&self, text: &str) -> Result<(), Error> {
+    fn check_url_text(&self, text: &str) -> Result<(), ResourceError> {
         let _ = text;
         Ok(())
     }
@@ -39,7 +39,7 @@ pub trait FileScheme: Send + Sync + std::fmt::Debug {
     fn scheme(&self) -> &str;
 
     /// The whole content behind the URL; its query and fragment are to be ignored here.
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error>;
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError>;
 
     /// True when the bytes behind a URL never change (artifacts), so a continuation promises
     /// consistency (OUT-8).

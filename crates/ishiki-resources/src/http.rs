@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use url::Url;
 
 use crate::path_safety::show;
-use crate::{Error, ErrorKind, ReadResult, SchemeHandler, sniff};
+use crate::{ReadResult, ResourceError, ResourceErrorKind, SchemeHandler, sniff};
 
 /// Limits and client settings of an [`HttpScheme`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,13 +44,13 @@ pub struct HttpScheme {
 
 impl HttpScheme {
     /// A handler for `scheme` (`"http"` or `"https"`).
-    pub fn new(scheme: &str, options: HttpOptions) -> Result<Self, Error> {
+    pub fn new(scheme: &str, options: HttpOptions) -> Result<Self, ResourceError> {
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "http" => "http",
             "https" => "https",
             other => {
-                return Err(Error::new(
-                    ErrorKind::InvalidParameter,
+                return Err(ResourceError::new(
+                    ResourceErrorKind::InvalidParameter,
                     format!(
                         "the http handler serves `http` or `https`, not `{}`",
                         show(other)
@@ -63,8 +63,8 @@ impl HttpScheme {
             builder = builder.no_proxy();
         }
         let client = builder.build().map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
+            ResourceError::new(
+                ResourceErrorKind::Io,
                 format!("cannot start the {scheme} client: {e}"),
             )
         })?;
@@ -75,11 +75,11 @@ impl HttpScheme {
         })
     }
 
-    async fn fetch(&self, url: &Url, shown: &str) -> Result<Vec<u8>, Error> {
+    async fn fetch(&self, url: &Url, shown: &str) -> Result<Vec<u8>, ResourceError> {
         let failed = |e: reqwest::Error| {
             if e.is_timeout() {
-                Error::new(
-                    ErrorKind::Io,
+                ResourceError::new(
+                    ResourceErrorKind::Io,
                     format!(
                         "`{shown}` timed out after {} ms",
                         self.options.timeout.as_millis()
@@ -98,26 +98,29 @@ impl HttpScheme {
                     why.push_str(": ");
                     why.push_str(&c);
                 }
-                Error::new(ErrorKind::Io, format!("cannot fetch `{shown}`: {why}"))
+                ResourceError::new(
+                    ResourceErrorKind::Io,
+                    format!("cannot fetch `{shown}`: {why}"),
+                )
             }
         };
         let mut response = self.client.get(url.clone()).send().await.map_err(failed)?;
         let status = response.status();
         if !status.is_success() {
             let kind = if matches!(status.as_u16(), 404 | 410) {
-                ErrorKind::NotFound
+                ResourceErrorKind::NotFound
             } else {
-                ErrorKind::Io
+                ResourceErrorKind::Io
             };
-            return Err(Error::new(
+            return Err(ResourceError::new(
                 kind,
                 format!("`{shown}` answered HTTP {status}"),
             ));
         }
         let max = self.options.max_bytes;
         let too_large = || {
-            Error::new(
-                ErrorKind::TooLarge,
+            ResourceError::new(
+                ResourceErrorKind::TooLarge,
                 format!("`{shown}` is larger than the limit of {max} bytes"),
             )
         };
@@ -141,7 +144,7 @@ impl SchemeHandler for HttpScheme {
         self.scheme
     }
 
-    async fn read(&self, url: &Url) -> Result<ReadResult, Error> {
+    async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError> {
         let mut bare = url.clone();
         bare.set_fragment(None);
         let shown = show(bare.as_str());
@@ -150,8 +153,8 @@ impl SchemeHandler for HttpScheme {
         if info.media_type.starts_with("text/") {
             // sniff says text only for valid UTF-8, so this conversion cannot fail.
             let text = String::from_utf8(body).map_err(|_| {
-                Error::new(
-                    ErrorKind::InvalidData,
+                ResourceError::new(
+                    ResourceErrorKind::InvalidData,
                     format!("`{shown}` is not UTF-8 text"),
                 )
             })?;

@@ -27,7 +27,7 @@
 //! Path safety (SEC-2): `workspace://` and `local://` refuse dot segments in any encoding,
 //! encoded or double-encoded separators, backslashes, NUL and control characters, Unicode
 //! look-alikes of `.` `/` `\` `%`, and symlinks whose target leaves the root, loops or is
-//! absolute, with an [`ErrorKind::Escape`] error naming the URL. Every path is opened beneath a
+//! absolute, with an [`ResourceErrorKind::Escape`] error naming the URL. Every path is opened beneath a
 //! directory handle of its root, so a symlink swapped in concurrently cannot lead outside.
 //!
 //! This crate knows nothing about models, tools, budgets or lifetimes.
@@ -41,7 +41,7 @@
 //! use std::sync::Arc;
 //!
 //! use async_trait::async_trait;
-//! use ishiki_resources::{Error, FileScheme, ReadResult, ResourceCenter, SchemeHandler};
+//! use ishiki_resources::{ResourceError, FileScheme, ReadResult, ResourceCenter, SchemeHandler};
 //! use url::Url;
 //!
 //! /// Answers with the query it was given: the center passes the full URL through.
@@ -53,7 +53,7 @@
 //!     fn scheme(&self) -> &str {
 //!         "echo"
 //!     }
-//!     async fn read(&self, url: &Url) -> Result<ReadResult, Error> {
+//!     async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError> {
 //!         let text = url.query().unwrap_or_default().to_owned();
 //!         Ok(ReadResult::Text { text, source: None })
 //!     }
@@ -68,7 +68,7 @@
 //!     fn scheme(&self) -> &str {
 //!         "poem"
 //!     }
-//!     async fn load(&self, _url: &Url) -> Result<Vec<u8>, Error> {
+//!     async fn load(&self, _url: &Url) -> Result<Vec<u8>, ResourceError> {
 //!         Ok(b"one\ntwo\nthree\n".to_vec())
 //!     }
 //! }
@@ -94,7 +94,7 @@
 //!         source.continue_url(7),
 //!         "poem:///p?lines=2-3&view=numbered&offset=7"
 //!     );
-//!     Ok::<_, Error>(())
+//!     Ok::<_, ResourceError>(())
 //! })?;
 //! # Ok(())
 //! # }
@@ -137,7 +137,7 @@ pub use asset::{
 };
 #[cfg(feature = "center")]
 pub use center::{ResourceCenter, whole_text_source};
-pub use error::{Error, ErrorKind};
+pub use error::{ResourceError, ResourceErrorKind};
 #[cfg(feature = "center")]
 pub use handler::{FileScheme, SchemeHandler};
 #[cfg(feature = "http")]
@@ -223,12 +223,12 @@ pub(crate) fn link_new_file(dir: &Path, target: &Path, bytes: &[u8]) -> std::io:
 /// inline otherwise.
 #[cfg(feature = "center")]
 pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
-) -> Result<T, Error> {
+    work: impl FnOnce() -> Result<T, ResourceError> + Send + 'static,
+) -> Result<T, ResourceError> {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => handle.spawn_blocking(work).await.map_err(|e| {
-            Error::new(
-                ErrorKind::Io,
+            ResourceError::new(
+                ResourceErrorKind::Io,
                 format!("a file-system task failed to finish: {e}"),
             )
         })?,

@@ -8,7 +8,7 @@ use url::Url;
 
 use crate::path_safety::{self, show};
 use crate::workspace::DEFAULT_MAX_READ_BYTES;
-use crate::{Error, ErrorKind, FileScheme};
+use crate::{FileScheme, ResourceError, ResourceErrorKind};
 
 /// Host files under named roots: `local:///docs/a.txt` reads below the root named `""`,
 /// `local://name/docs/a.txt` below the root named `name`. Never writes.
@@ -48,7 +48,7 @@ impl LocalScheme {
     ///
     /// The answer is true when it is given; opening the path later by name is not protected
     /// against a concurrent swap. Read through the scheme for that.
-    pub fn resolve(&self, url: &str) -> Result<PathBuf, Error> {
+    pub fn resolve(&self, url: &str) -> Result<PathBuf, ResourceError> {
         path_safety::check_url_text(url)?;
         let parsed = crate::parse_url(url)?;
         let (root, segments) = self.locate(&parsed, url)?;
@@ -56,15 +56,19 @@ impl LocalScheme {
     }
 
     /// The opened root and the checked segments of a parsed URL.
-    fn locate(&self, url: &Url, shown: &str) -> Result<(path_safety::Root, Vec<String>), Error> {
+    fn locate(
+        &self,
+        url: &Url,
+        shown: &str,
+    ) -> Result<(path_safety::Root, Vec<String>), ResourceError> {
         if url.scheme() != "local"
             || url.cannot_be_a_base()
             || !url.username().is_empty()
             || url.password().is_some()
             || url.port().is_some()
         {
-            return Err(Error::new(
-                ErrorKind::InvalidUrl,
+            return Err(ResourceError::new(
+                ResourceErrorKind::InvalidUrl,
                 format!(
                     "`{}` is not a local URL: use local:///<path> or local://<root name>/<path>",
                     show(shown)
@@ -74,8 +78,8 @@ impl LocalScheme {
         let name = percent_decode_str(url.host_str().unwrap_or("")).decode_utf8_lossy();
         let Some((_, dir)) = self.roots.iter().find(|(n, _)| *n == name) else {
             let known: Vec<String> = self.roots.iter().map(|(n, _)| format!("`{n}`")).collect();
-            return Err(Error::new(
-                ErrorKind::NotFound,
+            return Err(ResourceError::new(
+                ResourceErrorKind::NotFound,
                 format!(
                     "`{}` names no configured local root `{}` (configured: {})",
                     show(shown),
@@ -90,8 +94,8 @@ impl LocalScheme {
         };
         let segments = path_safety::url_segments(url, shown)?;
         let root = path_safety::Root::open(dir).map_err(|_| {
-            Error::new(
-                ErrorKind::NotFound,
+            ResourceError::new(
+                ResourceErrorKind::NotFound,
                 format!(
                     "`{}`: the local root `{}` does not exist",
                     show(shown),
@@ -109,7 +113,7 @@ impl FileScheme for LocalScheme {
         "local"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let shown = url.as_str().to_owned();
         let (root, segments) = self.locate(url, &shown)?;
         let max = self.max_read_bytes;

@@ -25,7 +25,7 @@ use percent_encoding::percent_decode_str;
 use url::Url;
 
 pub(crate) use crate::url_text::show;
-use crate::{Error, ErrorKind};
+use crate::{ResourceError, ResourceErrorKind};
 
 /// Characters refused in a segment because they look like, or normalise (NFKC) to, `.`, `/`,
 /// `\` or `%`.
@@ -47,16 +47,16 @@ const LOOK_ALIKES: &[(char, &str)] = &[
     ('\u{FF05}', "fullwidth percent sign"),
 ];
 
-fn escape(url: &str, why: impl std::fmt::Display) -> Error {
-    Error::new(
-        ErrorKind::Escape,
+fn escape(url: &str, why: impl std::fmt::Display) -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::Escape,
         format!("`{}` is refused: {why}", show(url)),
     )
 }
 
 /// Refuses URL text that parsing would silently change: control characters (the parser drops
 /// tabs and newlines, so `.\t.` becomes `..`) and dot segments in any percent-encoding.
-pub(crate) fn check_url_text(text: &str) -> Result<(), Error> {
+pub(crate) fn check_url_text(text: &str) -> Result<(), ResourceError> {
     if text.chars().any(char::is_control) {
         return Err(escape(
             text,
@@ -76,7 +76,7 @@ pub(crate) fn check_url_text(text: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn dot_segment(url: &str, raw: &str) -> Error {
+fn dot_segment(url: &str, raw: &str) -> ResourceError {
     escape(
         url,
         format!(
@@ -87,7 +87,7 @@ fn dot_segment(url: &str, raw: &str) -> Error {
 }
 
 /// Checks one path segment, already percent-decoded (`raw` is how it was written).
-pub(crate) fn check_segment(url: &str, raw: &str, segment: &str) -> Result<(), Error> {
+pub(crate) fn check_segment(url: &str, raw: &str, segment: &str) -> Result<(), ResourceError> {
     let raw = show(raw);
     if segment.is_empty() {
         return Err(escape(url, "empty path segment (`//`)"));
@@ -157,7 +157,7 @@ fn has_percent_escape(s: &str) -> bool {
 ///
 /// `shown` is the URL as the caller wrote it, for messages. An empty path or `/` gives no
 /// segments (the root directory).
-pub(crate) fn url_segments(url: &Url, shown: &str) -> Result<Vec<String>, Error> {
+pub(crate) fn url_segments(url: &Url, shown: &str) -> Result<Vec<String>, ResourceError> {
     let path = url.path();
     let Some(rest) = path.strip_prefix('/') else {
         return Ok(Vec::new());
@@ -188,10 +188,10 @@ pub(crate) fn url_segments(url: &Url, shown: &str) -> Result<Vec<String>, Error>
 }
 
 /// The checked segments of an absolute sandbox path such as `/home/workspace/tasks.txt`.
-pub(crate) fn path_segments(path: &str) -> Result<Vec<String>, Error> {
+pub(crate) fn path_segments(path: &str) -> Result<Vec<String>, ResourceError> {
     let Some(rest) = path.strip_prefix('/') else {
-        return Err(Error::new(
-            ErrorKind::InvalidUrl,
+        return Err(ResourceError::new(
+            ResourceErrorKind::InvalidUrl,
             format!(
                 "`{}` is not an absolute sandbox path (like /home/workspace/notes.txt) or a workspace:// URL",
                 show(path)
@@ -209,19 +209,25 @@ pub(crate) fn path_segments(path: &str) -> Result<Vec<String>, Error> {
     Ok(out)
 }
 
-pub(crate) fn directory(url: &str) -> Error {
-    Error::new(
-        ErrorKind::NotAllowed,
+pub(crate) fn directory(url: &str) -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::NotAllowed,
         format!("`{}` is a directory, not a file", show(url)),
     )
 }
 
-pub(crate) fn not_found(url: &str) -> Error {
-    Error::new(ErrorKind::NotFound, format!("no file at `{}`", show(url)))
+pub(crate) fn not_found(url: &str) -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::NotFound,
+        format!("no file at `{}`", show(url)),
+    )
 }
 
-fn io_failure(verb: &str, url: &str, e: &io::Error) -> Error {
-    Error::new(ErrorKind::Io, format!("cannot {verb} `{}`: {e}", show(url)))
+fn io_failure(verb: &str, url: &str, e: &io::Error) -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::Io,
+        format!("cannot {verb} `{}`: {e}", show(url)),
+    )
 }
 
 /// The URL-relative name of the first `n` segments, for messages: never a host path.
@@ -252,7 +258,7 @@ fn follow_symlink(
     link: &Path,
     url: &str,
     walked: &[String],
-) -> Result<PathBuf, Error> {
+) -> Result<PathBuf, ResourceError> {
     match fs::canonicalize(link) {
         Ok(target) if target.starts_with(root) => Ok(target),
         Ok(_) => Err(escape(
@@ -263,8 +269,8 @@ fn follow_symlink(
             url,
             format!("the symlink `{}` loops", relative(walked)),
         )),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::new(
-            ErrorKind::NotFound,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(ResourceError::new(
+            ResourceErrorKind::NotFound,
             format!(
                 "`{}`: the symlink `{}` points to nothing",
                 show(url),
@@ -307,7 +313,7 @@ impl Root {
     /// The canonical host path of an existing file or directory, checked beneath the root at
     /// the time of the call (opening it later by name is not race-free; reading and writing
     /// through [`Root::read_file`] and [`Root::write_file`] is).
-    pub(crate) fn resolve(&self, segments: &[String], url: &str) -> Result<PathBuf, Error> {
+    pub(crate) fn resolve(&self, segments: &[String], url: &str) -> Result<PathBuf, ResourceError> {
         let relative = self
             .dir
             .canonicalize(relative_path(segments))
@@ -322,7 +328,7 @@ impl Root {
         segments: &[String],
         url: &str,
         max_bytes: u64,
-    ) -> Result<Vec<u8>, Error> {
+    ) -> Result<Vec<u8>, ResourceError> {
         let relative = relative_path(segments);
         // A cheap early refusal of directories and special files (opening some devices has
         // effects); the check that counts is on the open file below.
@@ -366,7 +372,7 @@ impl Root {
         segments: &[String],
         url: &str,
         bytes: &[u8],
-    ) -> Result<(), Error> {
+    ) -> Result<(), ResourceError> {
         let Some((last, parents)) = segments.split_last() else {
             return Err(directory(url));
         };
@@ -411,7 +417,7 @@ impl Root {
         &self,
         segments: &[String],
         url: &str,
-    ) -> Result<(cap_std::fs::Dir, PathBuf), Error> {
+    ) -> Result<(cap_std::fs::Dir, PathBuf), ResourceError> {
         let dangling = || {
             escape(
                 url,
@@ -425,7 +431,7 @@ impl Root {
             Ok(target) => target,
             Err(e) => {
                 let error = self.failure(&e, "write", segments, url);
-                return Err(if error.kind() == ErrorKind::NotFound {
+                return Err(if error.kind() == ResourceErrorKind::NotFound {
                     dangling()
                 } else {
                     error
@@ -450,7 +456,7 @@ impl Root {
     /// The error for a failed open or lookup beneath the root: a refused or broken symlink is
     /// named (found by walking the segments again, for the message only), a missing file is
     /// not found, anything else is an I/O failure.
-    fn failure(&self, e: &io::Error, verb: &str, segments: &[String], url: &str) -> Error {
+    fn failure(&self, e: &io::Error, verb: &str, segments: &[String], url: &str) -> ResourceError {
         if let Some(diagnosis) = self.diagnose(segments, url) {
             return diagnosis;
         }
@@ -465,7 +471,7 @@ impl Root {
     }
 
     /// Like [`Root::failure`] for creating the parents of a write: names a parent that is a file.
-    fn write_failure(&self, e: &io::Error, parents: &[String], url: &str) -> Error {
+    fn write_failure(&self, e: &io::Error, parents: &[String], url: &str) -> ResourceError {
         if let Some(diagnosis) = self.diagnose(parents, url) {
             return diagnosis;
         }
@@ -473,8 +479,8 @@ impl Root {
             if let Ok(meta) = self.dir.metadata(relative_path(&parents[..n]))
                 && !meta.is_dir()
             {
-                return Error::new(
-                    ErrorKind::NotAllowed,
+                return ResourceError::new(
+                    ResourceErrorKind::NotAllowed,
                     format!(
                         "cannot write `{}`: `{}` is a file, not a directory",
                         show(url),
@@ -492,7 +498,7 @@ impl Root {
     /// Why the segments cannot be followed inside the root, if a symlink is the reason: it
     /// points outside, loops, points to nothing, or is absolute. Walks host paths, so it only
     /// ever explains a refusal; nothing is opened from what it finds.
-    fn diagnose(&self, segments: &[String], url: &str) -> Option<Error> {
+    fn diagnose(&self, segments: &[String], url: &str) -> Option<ResourceError> {
         let mut current = self.path.clone();
         for (i, segment) in segments.iter().enumerate() {
             let next = current.join(segment);
@@ -551,13 +557,13 @@ fn check_readable(
     len: u64,
     url: &str,
     max_bytes: u64,
-) -> Result<(), Error> {
+) -> Result<(), ResourceError> {
     if is_dir {
         return Err(directory(url));
     }
     if !is_file {
-        return Err(Error::new(
-            ErrorKind::NotAllowed,
+        return Err(ResourceError::new(
+            ResourceErrorKind::NotAllowed,
             format!("`{}` is not a regular file", show(url)),
         ));
     }
@@ -567,9 +573,9 @@ fn check_readable(
     Ok(())
 }
 
-pub(crate) fn too_large(url: &str, size: u64, max: u64) -> Error {
-    Error::new(
-        ErrorKind::TooLarge,
+pub(crate) fn too_large(url: &str, size: u64, max: u64) -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::TooLarge,
         format!(
             "`{}` is {size} bytes, more than the read limit of {max} bytes",
             show(url)
@@ -593,7 +599,11 @@ mod tests {
             "workspace:///a/.\t./b",
         ] {
             let err = check_url_text(bad).err();
-            assert_eq!(err.map(|e| e.kind()), Some(ErrorKind::Escape), "{bad}");
+            assert_eq!(
+                err.map(|e| e.kind()),
+                Some(ResourceErrorKind::Escape),
+                "{bad}"
+            );
         }
         assert!(check_url_text("workspace:///a/b.txt?lines=1-2#x/..").is_ok());
         assert!(check_url_text("workspace:///a/...txt").is_ok());

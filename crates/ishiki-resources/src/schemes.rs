@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use url::Url;
 
 use crate::{
-    ArtifactStore, AssetStore, DiskArtifactStore, DiskAssetStore, Error, FileScheme, asset_id,
+    ArtifactStore, AssetStore, DiskArtifactStore, DiskAssetStore, FileScheme, ResourceError,
+    asset_id,
 };
 
 #[async_trait]
@@ -18,7 +19,7 @@ impl FileScheme for DiskArtifactStore {
         "artifact"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let mut bare = url.clone();
         bare.set_query(None);
         bare.set_fragment(None);
@@ -42,7 +43,7 @@ impl FileScheme for ArtifactScheme {
         "artifact"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let mut bare = url.clone();
         bare.set_query(None);
         bare.set_fragment(None);
@@ -93,7 +94,7 @@ impl FileScheme for AssetScheme {
         "asset"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url.as_str())?;
         let store = Arc::clone(&self.0);
         crate::blocking(move || store.get(&id.to_string())).await
@@ -110,7 +111,7 @@ impl FileScheme for DiskAssetStore {
         "asset"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url.as_str())?;
         let store = self.clone();
         crate::blocking(move || store.read_data(&id)).await

@@ -3,13 +3,13 @@
 
 use url::Url;
 
-use crate::{Error, ErrorKind};
+use crate::{ResourceError, ResourceErrorKind};
 
 /// Parses a resource URL, keeping query and fragment, with an error that quotes the input.
-pub fn parse_url(url: &str) -> Result<Url, Error> {
+pub fn parse_url(url: &str) -> Result<Url, ResourceError> {
     Url::parse(url).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidUrl,
+        ResourceError::new(
+            ResourceErrorKind::InvalidUrl,
             format!("`{}` is not a valid URL: {e}", truncate_for_message(url)),
         )
     })

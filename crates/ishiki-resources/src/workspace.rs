@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use url::Url;
 
 use crate::path_safety::{self, show};
-use crate::{Error, ErrorKind, FileScheme};
+use crate::{FileScheme, ResourceError, ResourceErrorKind};
 
 /// Reads larger than this are refused unless the limit is changed (64 MiB).
 pub const DEFAULT_MAX_READ_BYTES: u64 = 64 << 20;
@@ -16,7 +16,7 @@ pub const DEFAULT_MAX_READ_BYTES: u64 = 64 << 20;
 ///
 /// The sandbox file system is rooted at a host directory: `workspace:///home/workspace/a.txt`
 /// is `<root>/home/workspace/a.txt`. Dot segments, encoded separators, look-alikes and symlinks
-/// leaving the root are refused with an [`ErrorKind::Escape`] error naming the URL.
+/// leaving the root are refused with an [`ResourceErrorKind::Escape`] error naming the URL.
 ///
 /// The root directory is opened once, here, and every read and write resolves its path beneath
 /// that handle, so another process swapping a checked file or directory for a symlink cannot
@@ -30,7 +30,7 @@ pub struct WorkspaceScheme {
 
 impl WorkspaceScheme {
     /// A workspace whose sandbox root is the host directory `root` (created if missing).
-    pub fn new(root: impl Into<PathBuf>) -> Result<Self, Error> {
+    pub fn new(root: impl Into<PathBuf>) -> Result<Self, ResourceError> {
         let root = root.into();
         std::fs::create_dir_all(&root).map_err(|e| root_error(&root, &e))?;
         let root = path_safety::Root::open(&root).map_err(|e| root_error(&root, &e))?;
@@ -56,7 +56,7 @@ impl WorkspaceScheme {
     ///
     /// The answer is true when it is given; opening the path later by name is not protected
     /// against a concurrent swap. Read and write through the scheme for that.
-    pub fn resolve(&self, url: &str) -> Result<PathBuf, Error> {
+    pub fn resolve(&self, url: &str) -> Result<PathBuf, ResourceError> {
         path_safety::check_url_text(url)?;
         let parsed = crate::parse_url(url)?;
         let segments = self.segments(&parsed, url)?;
@@ -68,15 +68,15 @@ impl WorkspaceScheme {
     ///
     /// The write is atomic (temporary file, then rename). Symlinked parents or targets are
     /// followed only while they stay inside the root.
-    pub fn write(&self, path_or_url: &str, bytes: &[u8]) -> Result<String, Error> {
+    pub fn write(&self, path_or_url: &str, bytes: &[u8]) -> Result<String, ResourceError> {
         let is_url = path_or_url
             .get(..10)
             .is_some_and(|p| p.eq_ignore_ascii_case("workspace:"));
         let segments = if path_or_url.starts_with('/') {
             path_safety::path_segments(path_or_url)?
         } else if !is_url {
-            return Err(Error::new(
-                ErrorKind::InvalidUrl,
+            return Err(ResourceError::new(
+                ResourceErrorKind::InvalidUrl,
                 format!(
                     "`{}` is not an absolute sandbox path (like /home/workspace/notes.txt) or a workspace:// URL",
                     show(path_or_url)
@@ -86,8 +86,8 @@ impl WorkspaceScheme {
             path_safety::check_url_text(path_or_url)?;
             let parsed = crate::parse_url(path_or_url)?;
             if parsed.query().is_some() || parsed.fragment().is_some() {
-                return Err(Error::new(
-                    ErrorKind::InvalidParameter,
+                return Err(ResourceError::new(
+                    ResourceErrorKind::InvalidParameter,
                     format!(
                         "`{}`: a URL to write takes no query or fragment",
                         show(path_or_url)
@@ -101,7 +101,7 @@ impl WorkspaceScheme {
         Ok(url)
     }
 
-    fn segments(&self, url: &Url, shown: &str) -> Result<Vec<String>, Error> {
+    fn segments(&self, url: &Url, shown: &str) -> Result<Vec<String>, ResourceError> {
         if url.scheme() != "workspace"
             || url.cannot_be_a_base()
             || url.host_str().is_some_and(|h| !h.is_empty())
@@ -109,8 +109,8 @@ impl WorkspaceScheme {
             || url.password().is_some()
             || url.port().is_some()
         {
-            return Err(Error::new(
-                ErrorKind::InvalidUrl,
+            return Err(ResourceError::new(
+                ResourceErrorKind::InvalidUrl,
                 format!(
                     "`{}` is not a workspace URL: use workspace:///<absolute sandbox path>",
                     show(shown)
@@ -121,20 +121,20 @@ impl WorkspaceScheme {
     }
 }
 
-fn root_error(root: &Path, e: &std::io::Error) -> Error {
-    Error::new(
-        ErrorKind::Io,
+fn root_error(root: &Path, e: &std::io::Error) -> ResourceError {
+    ResourceError::new(
+        ResourceErrorKind::Io,
         format!("cannot open the workspace root {}: {e}", root.display()),
     )
 }
 
 /// `workspace:///` plus the segments, percent-encoded where a URL needs it.
-fn workspace_url(segments: &[String]) -> Result<String, Error> {
+fn workspace_url(segments: &[String]) -> Result<String, ResourceError> {
     let mut url = crate::parse_url("workspace:///")?;
     {
         let mut path = url.path_segments_mut().map_err(|()| {
             // `workspace:///` has a hierarchical path, so this is unreachable.
-            Error::new(ErrorKind::InvalidUrl, "workspace:/// has no path")
+            ResourceError::new(ResourceErrorKind::InvalidUrl, "workspace:/// has no path")
         })?;
         path.clear().extend(segments);
     }
@@ -147,7 +147,7 @@ impl FileScheme for WorkspaceScheme {
         "workspace"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let shown = url.as_str().to_owned();
         let segments = self.segments(url, &shown)?;
         let root = self.root.clone();

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::def::{Hit, ToolDef};
-use crate::error::Error;
+use crate::error::ToolsearchError;
 use crate::index::ToolIndex;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,7 +263,7 @@ impl Catalog {
 
     /// Adds a tool as [`Catalog::add`] does, after [`ToolDef::validate`]: a definition with an
     /// empty name, whitespace in its name or a schema that is not an object is refused.
-    pub fn try_add(&mut self, def: ToolDef) -> Result<(), Error> {
+    pub fn try_add(&mut self, def: ToolDef) -> Result<(), ToolsearchError> {
         def.validate()?;
         self.add(def);
         Ok(())

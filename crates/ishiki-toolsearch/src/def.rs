@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{ToolsearchError, ToolsearchErrorKind};
 
 /// One tool as the catalog knows it: what the model reads about it and how to call it.
 ///
@@ -76,10 +76,10 @@ impl ToolDef {
 
     /// Checks the rules a definition must keep: a non-empty name without whitespace or control
     /// characters, and schemas that are JSON objects or booleans.
-    pub fn validate(&self) -> Result<(), Error> {
+    pub fn validate(&self) -> Result<(), ToolsearchError> {
         if self.name.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidDefinition,
+            return Err(ToolsearchError::new(
+                ToolsearchErrorKind::InvalidDefinition,
                 "tool name is empty",
             ));
         }
@@ -88,8 +88,8 @@ impl ToolDef {
             .chars()
             .any(|c| c.is_whitespace() || c.is_control())
         {
-            return Err(Error::new(
-                ErrorKind::InvalidDefinition,
+            return Err(ToolsearchError::new(
+                ToolsearchErrorKind::InvalidDefinition,
                 format!(
                     "tool name {:?} contains whitespace or control characters",
                     self.name
@@ -105,8 +105,8 @@ impl ToolDef {
                 && !schema.is_object()
                 && !schema.is_boolean()
             {
-                return Err(Error::new(
-                    ErrorKind::InvalidDefinition,
+                return Err(ToolsearchError::new(
+                    ToolsearchErrorKind::InvalidDefinition,
                     format!(
                         "{field} of tool {:?} is not a JSON Schema object",
                         self.name
@@ -120,15 +120,19 @@ impl ToolDef {
 
 /// Parses a JSON array of tool definitions (a catalog file) and checks each one and that names
 /// are unique.
-pub fn parse_definitions(json: &str) -> Result<Vec<ToolDef>, Error> {
-    let defs: Vec<ToolDef> = serde_json::from_str(json)
-        .map_err(|e| Error::new(ErrorKind::InvalidJson, format!("tool definitions: {e}")))?;
+pub fn parse_definitions(json: &str) -> Result<Vec<ToolDef>, ToolsearchError> {
+    let defs: Vec<ToolDef> = serde_json::from_str(json).map_err(|e| {
+        ToolsearchError::new(
+            ToolsearchErrorKind::InvalidJson,
+            format!("tool definitions: {e}"),
+        )
+    })?;
     let mut seen = std::collections::HashSet::new();
     for def in &defs {
         def.validate()?;
         if !seen.insert(def.name.as_str()) {
-            return Err(Error::new(
-                ErrorKind::DuplicateName,
+            return Err(ToolsearchError::new(
+                ToolsearchErrorKind::DuplicateName,
                 format!("tool {:?} is defined twice", def.name),
             ));
         }
@@ -220,10 +224,10 @@ mod tests {
         assert_eq!(defs[0].input_schema["properties"]["x"]["type"], "string");
         assert_eq!(defs[1].input_schema, serde_json::json!({"type":"object"}));
         let err = parse_definitions(r#"[{"name":"a"},{"name":"a"}]"#).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::DuplicateName);
+        assert_eq!(err.kind(), ToolsearchErrorKind::DuplicateName);
         let err = parse_definitions(r#"[{"name":""}]"#).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::InvalidDefinition);
+        assert_eq!(err.kind(), ToolsearchErrorKind::InvalidDefinition);
         let err = parse_definitions(r#"{"name":"a"}"#).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::InvalidJson);
+        assert_eq!(err.kind(), ToolsearchErrorKind::InvalidJson);
     }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 /// What went wrong, for callers that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ErrorKind {
+pub enum ToolsearchErrorKind {
     /// The text is not valid JSON, or not in the shape of tool definitions.
     InvalidJson,
     /// A tool definition breaks a rule (empty name, input schema that is not an object).
@@ -18,14 +18,14 @@ pub enum ErrorKind {
 
 /// An error from parsing or checking tool definitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    kind: ErrorKind,
+pub struct ToolsearchError {
+    kind: ToolsearchErrorKind,
     message: String,
 }
 
-impl Error {
+impl ToolsearchError {
     /// An error of `kind` with a message that names what was wrong (lower-case, no period).
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub fn new(kind: ToolsearchErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -33,7 +33,7 @@ impl Error {
     }
 
     /// What went wrong.
-    pub fn kind(&self) -> ErrorKind {
+    pub fn kind(&self) -> ToolsearchErrorKind {
         self.kind
     }
 
@@ -43,10 +43,10 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
+impl fmt::Display for ToolsearchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for ToolsearchError {}

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::def::{ToolDef, parse_definitions};
-use crate::error::{Error, ErrorKind};
+use crate::error::{ToolsearchError, ToolsearchErrorKind};
 use crate::index::ToolIndex;
 use crate::text::split_identifier;
 
@@ -45,12 +45,13 @@ impl EvalQuery {
 }
 
 /// Parses a query file and checks that every named tool is in `tools`.
-pub fn parse_queries(json: &str, tools: &[ToolDef]) -> Result<Vec<EvalQuery>, Error> {
-    let queries: Vec<EvalQuery> = serde_json::from_str(json)
-        .map_err(|e| Error::new(ErrorKind::InvalidJson, format!("queries: {e}")))?;
+pub fn parse_queries(json: &str, tools: &[ToolDef]) -> Result<Vec<EvalQuery>, ToolsearchError> {
+    let queries: Vec<EvalQuery> = serde_json::from_str(json).map_err(|e| {
+        ToolsearchError::new(ToolsearchErrorKind::InvalidJson, format!("queries: {e}"))
+    })?;
     if queries.len() > MAX_EVAL_ITEMS {
-        return Err(Error::new(
-            ErrorKind::InvalidJson,
+        return Err(ToolsearchError::new(
+            ToolsearchErrorKind::InvalidJson,
             format!(
                 "queries: {} queries, at most {MAX_EVAL_ITEMS}",
                 queries.len()
@@ -61,8 +62,8 @@ pub fn parse_queries(json: &str, tools: &[ToolDef]) -> Result<Vec<EvalQuery>, Er
     for q in &queries {
         for name in std::iter::once(&q.expect).chain(&q.also) {
             if !names.contains(name.as_str()) {
-                return Err(Error::new(
-                    ErrorKind::InvalidDefinition,
+                return Err(ToolsearchError::new(
+                    ToolsearchErrorKind::InvalidDefinition,
                     format!("query {:?} expects unknown tool {name:?}", q.query),
                 ));
             }
@@ -79,17 +80,22 @@ struct McpListing {
 
 /// Parses a catalog file: an array of tool definitions, or an MCP listing
 /// `{server, tools}` whose tools become `<server>_<tool>` with origin `mcp:<server>`.
-pub fn parse_catalog(json: &str) -> Result<Vec<ToolDef>, Error> {
+pub fn parse_catalog(json: &str) -> Result<Vec<ToolDef>, ToolsearchError> {
     let text = json.trim_start();
     if text.starts_with('[') {
         return parse_definitions(json);
     }
-    let listing: McpListing = serde_json::from_str(json)
-        .map_err(|e| Error::new(ErrorKind::InvalidJson, format!("catalog: {e}")))?;
+    let listing: McpListing = serde_json::from_str(json).map_err(|e| {
+        ToolsearchError::new(ToolsearchErrorKind::InvalidJson, format!("catalog: {e}"))
+    })?;
     let mut defs = Vec::with_capacity(listing.tools.len());
     for tool in listing.tools {
-        let mut def: ToolDef = serde_json::from_value(tool)
-            .map_err(|e| Error::new(ErrorKind::InvalidJson, format!("catalog tool: {e}")))?;
+        let mut def: ToolDef = serde_json::from_value(tool).map_err(|e| {
+            ToolsearchError::new(
+                ToolsearchErrorKind::InvalidJson,
+                format!("catalog tool: {e}"),
+            )
+        })?;
         def.name = format!("{}_{}", listing.server, def.name);
         def.origin = Some(format!("mcp:{}", listing.server));
         defs.push(def);
@@ -98,8 +104,8 @@ pub fn parse_catalog(json: &str) -> Result<Vec<ToolDef>, Error> {
     for def in &defs {
         def.validate()?;
         if !seen.insert(def.name.as_str()) {
-            return Err(Error::new(
-                ErrorKind::DuplicateName,
+            return Err(ToolsearchError::new(
+                ToolsearchErrorKind::DuplicateName,
                 format!("tool {:?} is defined twice", def.name),
             ));
         }

@@ -66,6 +66,6 @@ mod thesaurus;
 pub use catalog::{Catalog, CatalogState, StepCatalog};
 pub use def::{Hit, SHORT_DESCRIPTION_CHARS, ToolDef, parse_definitions, short_description};
 pub use delta::{delta_text, removed_text};
-pub use error::{Error, ErrorKind};
+pub use error::{ToolsearchError, ToolsearchErrorKind};
 pub use index::{DEFAULT_K, ToolIndex};
 pub use signature::{signature, signatures};

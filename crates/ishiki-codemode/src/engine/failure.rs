@@ -29,12 +29,12 @@ pub(super) fn engine_error(error: &EngineError, config: &EngineConfig) -> Codemo
                 return engine_error(&limit, config);
             }
             return CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 format!("the engine failed: {}", clip(panic.message(), 200)),
             );
         }
     };
-    CodemodeError::new(ErrorKind::Limit, message)
+    CodemodeError::new(CodemodeErrorKind::Limit, message)
 }
 
 /// The runtime limit or budget error a Boa panic was raised for, if any.
@@ -86,7 +86,7 @@ pub(super) fn syntax_error(error: &JsError, last_program_line: usize) -> Codemod
         message
     };
     CodemodeError::new(
-        ErrorKind::Syntax,
+        CodemodeErrorKind::Syntax,
         format!("syntax error: {}", clip(&message, 300)),
     )
 }

@@ -19,7 +19,7 @@ mod nesting;
 pub(crate) mod strings;
 
 use crate::config::EngineConfig;
-use crate::error::{CodemodeError, ErrorKind, human_bytes};
+use crate::error::{CodemodeError, CodemodeErrorKind, human_bytes};
 use crate::protocol::{MAX_CALLS_IN_FLIGHT, MAX_JSON_DEPTH};
 use crate::tool::{clip, is_callable_name};
 use boa_engine::builtins::promise::{PromiseState, ResolvingFunctions};
@@ -268,7 +268,7 @@ impl JobExecutor for Jobs {
 
 fn engine_failure(error: impl std::fmt::Display) -> CodemodeError {
     CodemodeError::new(
-        ErrorKind::Worker,
+        CodemodeErrorKind::Worker,
         format!("the sandbox engine could not start: {error}"),
     )
 }
@@ -361,7 +361,7 @@ impl Engine {
         let depth = nesting::max_nesting(code);
         if depth > self.config.max_source_nesting {
             return Err(CodemodeError::new(
-                ErrorKind::Limit,
+                CodemodeErrorKind::Limit,
                 format!(
                     "the program nests brackets {depth} levels deep; the limit is {}",
                     self.config.max_source_nesting
@@ -389,7 +389,7 @@ impl Engine {
             .map_err(|e| self.classify(e))?;
         let Some(function) = function.as_callable() else {
             return Err(CodemodeError::new(
-                ErrorKind::Syntax,
+                CodemodeErrorKind::Syntax,
                 "syntax error: the program closes more braces than it opens",
             ));
         };
@@ -398,7 +398,7 @@ impl Engine {
             .map_err(|e| self.classify(e))?;
         let Some(promise) = promise.as_promise() else {
             return Err(CodemodeError::new(
-                ErrorKind::Syntax,
+                CodemodeErrorKind::Syntax,
                 "syntax error: the program closes more braces than it opens",
             ));
         };
@@ -442,7 +442,7 @@ impl Engine {
             };
             let Some(reply) = reply else {
                 return Err(CodemodeError::new(
-                    ErrorKind::Worker,
+                    CodemodeErrorKind::Worker,
                     "the host stopped answering tool calls",
                 ));
             };
@@ -468,7 +468,7 @@ impl Engine {
             )
         };
         CodemodeError::new(
-            ErrorKind::Limit,
+            CodemodeErrorKind::Limit,
             format!(
                 "the program stopped without returning: it awaits a promise that nothing settles, or after an await it hit the recursion limit ({} nested calls){loops}",
                 self.config.recursion_limit
@@ -532,7 +532,7 @@ impl Engine {
             Err(error) if error.as_engine().is_some() => return Err(self.classify(error)),
             Err(_) if self.session.borrow().json_too_deep => {
                 return Err(CodemodeError::new(
-                    ErrorKind::Limit,
+                    CodemodeErrorKind::Limit,
                     format!("the return value nests more than {MAX_JSON_DEPTH} levels deep"),
                 ));
             }
@@ -540,7 +540,7 @@ impl Engine {
                 let thrown = error.into_opaque(&mut self.context).unwrap_or_default();
                 let described = describe_thrown(&thrown, &mut self.context);
                 return Err(CodemodeError::new(
-                    ErrorKind::Thrown,
+                    CodemodeErrorKind::Thrown,
                     format!("the return value cannot be converted to JSON: {described}"),
                 ));
             }
@@ -552,7 +552,7 @@ impl Engine {
         let size = utf8_len(&text);
         if size > self.config.max_result_bytes {
             return Err(CodemodeError::new(
-                ErrorKind::ResultTooLarge,
+                CodemodeErrorKind::ResultTooLarge,
                 format!(
                     "the return value is {} as JSON; the limit is {} (return less, or write it somewhere with a tool and return its URL)",
                     human_bytes(size as u64),
@@ -564,7 +564,7 @@ impl Engine {
         let depth = crate::protocol::json_depth(&text);
         if depth > MAX_JSON_DEPTH {
             return Err(CodemodeError::new(
-                ErrorKind::Limit,
+                CodemodeErrorKind::Limit,
                 format!(
                     "the return value nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}"
                 ),
@@ -591,13 +591,13 @@ impl Engine {
     fn uncaught(&self, described: String) -> CodemodeError {
         if described.starts_with("RangeError") && described.contains("while allocating") {
             return CodemodeError::new(
-                ErrorKind::Memory,
+                CodemodeErrorKind::Memory,
                 format!(
                     "the program ran out of memory (the limit is {}; a buffer could not be allocated)",
                     human_bytes(self.config.memory_bytes)
                 ),
             );
         }
-        CodemodeError::new(ErrorKind::Thrown, format!("uncaught {described}"))
+        CodemodeError::new(CodemodeErrorKind::Thrown, format!("uncaught {described}"))
     }
 }

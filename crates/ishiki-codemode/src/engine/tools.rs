@@ -138,7 +138,7 @@ pub(super) fn call_tool(
         return Err(fatal(
             context,
             CodemodeError::new(
-                ErrorKind::Limit,
+                CodemodeErrorKind::Limit,
                 format!(
                     "the program started more than {MAX_PENDING_CALLS} tool calls without waiting for their results (at tools.{tool}); await some before starting more"
                 ),
@@ -178,7 +178,7 @@ pub(super) fn call_tool(
                 return Err(fatal(
                     context,
                     CodemodeError::new(
-                        ErrorKind::TransferTooLarge,
+                        CodemodeErrorKind::TransferTooLarge,
                         format!(
                             "the input to tools.{tool} is {} as JSON; the per-call transfer limit is {}",
                             human_bytes(size as u64),

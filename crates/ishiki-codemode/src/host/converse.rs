@@ -80,7 +80,7 @@ pub(super) async fn converse<P: Peer>(
         tokio::select! {
             () = &mut timer => {
                 break Err(CodemodeError::new(
-                    ErrorKind::Timeout,
+                    CodemodeErrorKind::Timeout,
                     format!(
                         "the program ran longer than its time limit of {}",
                         describe_timeout(limits.timeout)
@@ -98,7 +98,7 @@ pub(super) async fn converse<P: Peer>(
                 Event::Message(ToHost::Call { id, tool, input }) => {
                     if calls.len() >= MAX_CALLS_IN_FLIGHT {
                         break Err(CodemodeError::new(
-                            ErrorKind::Worker,
+                            CodemodeErrorKind::Worker,
                             format!(
                                 "the sandbox worker broke the protocol: more than {MAX_CALLS_IN_FLIGHT} tool calls in flight"
                             ),
@@ -128,7 +128,7 @@ pub(super) async fn converse<P: Peer>(
                 }
                 Event::Message(ToHost::Ready { .. }) => {
                     break Err(CodemodeError::new(
-                        ErrorKind::Worker,
+                        CodemodeErrorKind::Worker,
                         "the sandbox worker broke the protocol",
                     ));
                 }
@@ -235,7 +235,7 @@ pub(super) async fn call_tool(
     let max = inner.config.limits.max_transfer_bytes;
     if text.len() > max {
         return Err(CodemodeError::new(
-            ErrorKind::TransferTooLarge,
+            CodemodeErrorKind::TransferTooLarge,
             format!(
                 "tools.{name} returned {} as JSON; the per-call transfer limit is {}",
                 human_bytes(text.len() as u64),

@@ -10,7 +10,7 @@ use crate::attachments::{AttachmentItem, split_attachments};
 use crate::config::{EngineConfig, SandboxConfig, WorkerSpawn};
 use crate::confine::ConfinementReport;
 use crate::engine::{Engine, Link, Reply};
-use crate::error::{CodemodeError, ErrorKind, human_bytes};
+use crate::error::{CodemodeError, CodemodeErrorKind, human_bytes};
 use crate::protocol::{
     MAX_CALLS_IN_FLIGHT, MAX_JSON_DEPTH, ToEngine, ToHost, WORKER_ENV, json_depth, line,
 };
@@ -207,7 +207,7 @@ impl Sandbox {
             }
         }
         Err(last.unwrap_or_else(|| {
-            CodemodeError::new(ErrorKind::Worker, "no sandbox worker could start")
+            CodemodeError::new(CodemodeErrorKind::Worker, "no sandbox worker could start")
         }))
     }
 

@@ -52,7 +52,7 @@ impl ProcessPeer {
         } = worker;
         if !matches!(child.try_wait(), Ok(None)) {
             return Err(CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 "the warm worker had exited",
             ));
         }
@@ -86,7 +86,7 @@ pub(super) async fn read_event(
         Ok(Some(text)) => match serde_json::from_slice::<ToHost>(&text) {
             Ok(message) => Event::Message(message),
             Err(e) => Event::Gone(CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 format!("the sandbox worker sent an unreadable message: {e}"),
             )),
         },
@@ -94,10 +94,13 @@ pub(super) async fn read_event(
             Some(child) => {
                 Event::Gone(death(child, out, config, "while running the program").await)
             }
-            None => Event::Gone(CodemodeError::new(ErrorKind::Worker, "the worker is gone")),
+            None => Event::Gone(CodemodeError::new(
+                CodemodeErrorKind::Worker,
+                "the worker is gone",
+            )),
         },
         Err(e) => Event::Gone(CodemodeError::new(
-            ErrorKind::Worker,
+            CodemodeErrorKind::Worker,
             format!("the sandbox worker broke the protocol: {e}"),
         )),
     }
@@ -179,7 +182,10 @@ impl ThreadPeer {
             clock_ms,
         } = run
         else {
-            return Err(CodemodeError::new(ErrorKind::Worker, "no program to run"));
+            return Err(CodemodeError::new(
+                CodemodeErrorKind::Worker,
+                "no program to run",
+            ));
         };
         let (event_tx, events) = mpsc::unbounded_channel();
         let (replies, reply_rx) = std::sync::mpsc::channel();
@@ -200,7 +206,10 @@ impl ThreadPeer {
                     serde_json::from_str::<Value>(&finished.json)
                         .map(|value| (value, finished.unsent))
                         .map_err(|e| {
-                            CodemodeError::new(ErrorKind::Worker, format!("bad result JSON: {e}"))
+                            CodemodeError::new(
+                                CodemodeErrorKind::Worker,
+                                format!("bad result JSON: {e}"),
+                            )
                         })
                 }) {
                     Ok((value, unsent)) => ToHost::Done { value, unsent },
@@ -213,7 +222,7 @@ impl ThreadPeer {
             })
             .map_err(|e| {
                 CodemodeError::new(
-                    ErrorKind::Worker,
+                    CodemodeErrorKind::Worker,
                     format!("cannot start the engine thread: {e}"),
                 )
             })?;
@@ -232,7 +241,7 @@ impl Peer for ThreadPeer {
         match self.events.recv().await {
             Some(message) => Event::Message(message),
             None => Event::Gone(CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 "the engine thread failed",
             )),
         }

@@ -8,14 +8,14 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
     let program = match &inner.config.worker {
         WorkerSpawn::CurrentExe => std::env::current_exe().map_err(|e| {
             CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 format!("cannot find the current executable to start a worker: {e}"),
             )
         })?,
         WorkerSpawn::Program(path) => path.clone(),
         WorkerSpawn::InProcess => {
             return Err(CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 "in-process mode has no workers",
             ));
         }
@@ -32,7 +32,7 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
         .spawn()
         .map_err(|e| {
             CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 format!("cannot start the sandbox worker {}: {e}", program.display()),
             )
         })?;
@@ -40,7 +40,7 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         return Err(CodemodeError::new(
-            ErrorKind::Worker,
+            CodemodeErrorKind::Worker,
             "the sandbox worker has no pipes",
         ));
     };
@@ -82,7 +82,7 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
             }
             Ok(ToHost::Failed { kind, message }) => CodemodeError::new(kind, message),
             _ => CodemodeError::new(
-                ErrorKind::Worker,
+                CodemodeErrorKind::Worker,
                 format!(
                     "{} did not start as a sandbox worker (does its main() call run_if_worker() first?)",
                     program.display()
@@ -91,9 +91,9 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
         },
         Ok(Ok(None) | Err(_)) => {
             let error = death(&mut child, &mut out, &inner.config, "while starting").await;
-            if error.kind() == ErrorKind::Worker {
+            if error.kind() == CodemodeErrorKind::Worker {
                 CodemodeError::new(
-                    ErrorKind::Worker,
+                    CodemodeErrorKind::Worker,
                     format!(
                         "{} (is {} a codemode worker? its main() must call run_if_worker() first)",
                         error.message(),
@@ -105,7 +105,7 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
             }
         }
         Err(_) => CodemodeError::new(
-            ErrorKind::Worker,
+            CodemodeErrorKind::Worker,
             "the sandbox worker did not become ready within 30 s",
         ),
     };
@@ -171,7 +171,7 @@ pub(crate) fn explain_exit(
     let limits = &config.limits;
     if stderr.contains("memory allocation of") || stderr.contains("out of memory") {
         return CodemodeError::new(
-            ErrorKind::Memory,
+            CodemodeErrorKind::Memory,
             format!(
                 "the program ran out of memory (the limit is {})",
                 human_bytes(limits.memory_bytes)
@@ -180,7 +180,7 @@ pub(crate) fn explain_exit(
     }
     if stderr.contains("overflowed its stack") {
         return CodemodeError::new(
-            ErrorKind::Limit,
+            CodemodeErrorKind::Limit,
             "the program overflowed the native stack (code or data nested too deeply)",
         );
     }
@@ -189,7 +189,7 @@ pub(crate) fn explain_exit(
         use std::os::unix::process::ExitStatusExt;
         if status.and_then(|s| s.signal()) == Some(libc::SIGXCPU) {
             return CodemodeError::new(
-                ErrorKind::Timeout,
+                CodemodeErrorKind::Timeout,
                 format!(
                     "the program used more than {} s of CPU time",
                     limits.timeout.as_secs().saturating_add(2)
@@ -205,7 +205,7 @@ pub(crate) fn explain_exit(
         .unwrap_or_default();
     let status = status.map_or_else(|| "no exit status".to_owned(), |s| s.to_string());
     CodemodeError::new(
-        ErrorKind::Worker,
+        CodemodeErrorKind::Worker,
         format!("the sandbox worker stopped {when} ({status}){last}"),
     )
 }

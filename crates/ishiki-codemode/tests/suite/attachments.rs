@@ -1,7 +1,9 @@
 //! CM-5..CM-7: the top-level `attachments` of a return value.
 
 use super::support::{limits, sandbox};
-use ishiki_codemode::{AttachmentContent, AttachmentItem, ErrorKind, Lifetime, parse_attachments};
+use ishiki_codemode::{
+    AttachmentContent, AttachmentItem, CodemodeErrorKind, Lifetime, parse_attachments,
+};
 use serde_json::json;
 
 #[tokio::test]
@@ -83,7 +85,7 @@ async fn cm5_a_malformed_array_fails_the_program_with_its_console() {
         )
         .await
         .expect_err("invalid");
-    assert_eq!(error.kind(), ErrorKind::InvalidAttachments);
+    assert_eq!(error.kind(), CodemodeErrorKind::InvalidAttachments);
     assert_eq!(error.console(), ["made it"]);
 }
 
@@ -108,7 +110,7 @@ fn cm5_cm6_invalid_items_are_named_precisely() {
         .map(|case| match parse_attachments(case) {
             Ok(items) => format!("ok {items:?}"),
             Err(error) => {
-                assert_eq!(error.kind(), ErrorKind::InvalidAttachments);
+                assert_eq!(error.kind(), CodemodeErrorKind::InvalidAttachments);
                 error.message().to_owned()
             }
         })

@@ -2,7 +2,7 @@
 
 use super::support::{FnTool, Stuck, echo, in_process, limits, outcome, sandbox};
 use base64::Engine as _;
-use ishiki_codemode::{CallableTool, ErrorKind, Limits, ToolFailure};
+use ishiki_codemode::{CallableTool, CodemodeErrorKind, Limits, ToolFailure};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -230,7 +230,7 @@ async fn cm3_wall_clock_timeout_includes_tool_time() {
         )
         .await
         .expect_err("times out");
-    assert_eq!(error.kind(), ErrorKind::Timeout);
+    assert_eq!(error.kind(), CodemodeErrorKind::Timeout);
     insta::assert_snapshot!(error.message());
     assert_eq!(error.console(), ["before"]);
 }
@@ -421,7 +421,7 @@ async fn sec1_a_binary_that_is_not_a_worker_is_reported() {
         .run("return 1", vec![])
         .await
         .expect_err("not a worker");
-    assert_eq!(error.kind(), ErrorKind::Worker);
+    assert_eq!(error.kind(), CodemodeErrorKind::Worker);
     insta::assert_snapshot!(error.message());
 }
 

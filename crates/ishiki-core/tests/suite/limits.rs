@@ -12,7 +12,7 @@ use ishiki_core::{
     CallReport, Durability, FileScheme, ModelResponse, Runtime, Tool, ToolCall, ToolContext,
     ToolDef, ToolError, ToolErrorKind, WorkerSpawn,
 };
-use ishiki_resources::Error as ResourceError;
+use ishiki_resources::ResourceError;
 use serde_json::{Value, json};
 use url::Url;
 

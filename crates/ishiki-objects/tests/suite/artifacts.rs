@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 
 use ishiki_objects::Objects;
 use ishiki_resources::{
-    ArtifactScheme, ArtifactStore, DiskArtifactStore, ErrorKind, ReadResult, ResourceCenter,
+    ArtifactScheme, ArtifactStore, DiskArtifactStore, ReadResult, ResourceCenter, ResourceErrorKind,
 };
 
 use super::backends;
@@ -86,7 +86,12 @@ fn res8_an_existing_object_with_other_bytes_is_never_handed_out() {
         // Someone else's bytes under the name "first" hashes to (a prefix collision).
         backend.put_raw(&format!("artifacts/t/{name}"), b"forged");
         let err = store.put("t", b"first", "txt").expect_err("collision");
-        assert_eq!(err.kind(), ErrorKind::InvalidData, "{}", backend.name);
+        assert_eq!(
+            err.kind(),
+            ResourceErrorKind::InvalidData,
+            "{}",
+            backend.name
+        );
         assert_eq!(
             err.message(),
             format!("`{url}` already holds other bytes (hash prefix collision)")
@@ -101,7 +106,12 @@ fn res5_bad_and_missing_artifact_urls_are_clear_errors() {
         let missing = store
             .get("artifact://t/0123456789abcdef.txt")
             .expect_err("missing");
-        assert_eq!(missing.kind(), ErrorKind::NotFound, "{}", backend.name);
+        assert_eq!(
+            missing.kind(),
+            ResourceErrorKind::NotFound,
+            "{}",
+            backend.name
+        );
         assert_eq!(
             missing.message(),
             "no artifact at `artifact://t/0123456789abcdef.txt`"
@@ -113,7 +123,7 @@ fn res5_bad_and_missing_artifact_urls_are_clear_errors() {
             "artifact://t/a%2Fb",
         ] {
             let err = store.get(bad).expect_err(bad);
-            assert_eq!(err.kind(), ErrorKind::InvalidUrl, "{bad}: {err}");
+            assert_eq!(err.kind(), ResourceErrorKind::InvalidUrl, "{bad}: {err}");
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ishiki_resources::{AssetStore, ErrorKind, uuid_v7_at};
+use ishiki_resources::{AssetStore, ResourceErrorKind, uuid_v7_at};
 
 use super::backends;
 
@@ -30,7 +30,7 @@ fn res6_assets_are_written_once_with_their_metadata() {
         // The same bytes again: the first metadata stands, even with a later time.
         assert_eq!(store.put_with_id(id, png, at(5)).expect("again"), meta);
         let changed = store.put_with_id(id, b"other", at(0)).expect_err("changed");
-        assert_eq!(changed.kind(), ErrorKind::NotAllowed);
+        assert_eq!(changed.kind(), ResourceErrorKind::NotAllowed);
         assert_eq!(
             changed.message(),
             format!(
@@ -41,7 +41,7 @@ fn res6_assets_are_written_once_with_their_metadata() {
         assert_eq!(store.get(&meta.url).expect("unchanged"), png);
         let v4 = uuid::Uuid::from_u128(0x0190_f9f3_3ff8_4000_8000_0000_0000_0001);
         let err = store.put_with_id(v4, b"x", at(0)).expect_err("v4");
-        assert_eq!(err.kind(), ErrorKind::InvalidParameter);
+        assert_eq!(err.kind(), ResourceErrorKind::InvalidParameter);
         assert_eq!(
             backend.keys("assets"),
             vec![format!("assets/{id}.data"), format!("assets/{id}.json")],
@@ -57,7 +57,12 @@ fn res6_missing_and_malformed_assets_are_clear_errors() {
         let store = backend.objects.assets();
         let id = uuid_v7_at(T0_MS, 7);
         let missing = store.get(&format!("asset://{id}")).expect_err("missing");
-        assert_eq!(missing.kind(), ErrorKind::NotFound, "{}", backend.name);
+        assert_eq!(
+            missing.kind(),
+            ResourceErrorKind::NotFound,
+            "{}",
+            backend.name
+        );
         assert_eq!(
             missing.message(),
             format!(
@@ -68,7 +73,7 @@ fn res6_missing_and_malformed_assets_are_clear_errors() {
         backend.put_raw(&format!("assets/{id}.data"), b"half");
         assert_eq!(
             store.get(&id.to_string()).expect_err("half").kind(),
-            ErrorKind::NotFound
+            ResourceErrorKind::NotFound
         );
         for bad in [
             "asset://not-a-uuid",
@@ -77,7 +82,7 @@ fn res6_missing_and_malformed_assets_are_clear_errors() {
         ] {
             assert_eq!(
                 store.get(bad).expect_err(bad).kind(),
-                ErrorKind::InvalidUrl,
+                ResourceErrorKind::InvalidUrl,
                 "{bad}"
             );
         }
@@ -111,7 +116,10 @@ fn res9_cleanup_deletes_exactly_the_assets_past_retention() {
             .expect("cleanup");
         assert_eq!(deleted, urls[..5].to_vec(), "{}", backend.name);
         for url in &urls[..5] {
-            assert_eq!(store.get(url).expect_err(url).kind(), ErrorKind::NotFound);
+            assert_eq!(
+                store.get(url).expect_err(url).kind(),
+                ResourceErrorKind::NotFound
+            );
         }
         for url in &urls[5..] {
             assert!(store.get(url).is_ok(), "{}: {url} kept", backend.name);

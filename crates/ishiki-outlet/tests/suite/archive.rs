@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use ishiki_outlet::{Budget, Display, Emitted, Media, Outlet, OutletErrorKind, marker};
 use ishiki_resources::{
-    ArtifactStore as _, Error, ErrorKind, FileScheme, ReadResult, ResourceCenter, SchemeHandler,
+    ArtifactStore as _, FileScheme, ReadResult, ResourceCenter, ResourceError, ResourceErrorKind,
+    SchemeHandler,
 };
 use url::Url;
 
@@ -34,7 +35,7 @@ impl SchemeHandler for LargeText {
         "example"
     }
 
-    async fn read(&self, url: &Url) -> Result<ReadResult, Error> {
+    async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         let lines = url
             .query_pairs()
@@ -61,12 +62,14 @@ impl FileScheme for MemFiles {
         "mem"
     }
 
-    async fn load(&self, url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         self.loads.fetch_add(1, Ordering::SeqCst);
         self.files
             .get(url.path())
             .map(|t| t.clone().into_bytes())
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no file at `{url}`")))
+            .ok_or_else(|| {
+                ResourceError::new(ResourceErrorKind::NotFound, format!("no file at `{url}`"))
+            })
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ishiki_outlet::{Budget, Emitted};
-use ishiki_resources::{ArtifactStore, DiskArtifactStore, Error, ErrorKind};
+use ishiki_resources::{ArtifactStore, DiskArtifactStore, ResourceError, ResourceErrorKind};
 
 /// A disk artifact store in its own temporary directory.
 pub(crate) struct TempStore {
@@ -53,14 +53,14 @@ pub(crate) struct FailingStore {
 }
 
 impl ArtifactStore for FailingStore {
-    fn put(&self, _: &str, _: &[u8], _: &str) -> Result<String, Error> {
+    fn put(&self, _: &str, _: &[u8], _: &str) -> Result<String, ResourceError> {
         self.puts.fetch_add(1, Ordering::SeqCst);
-        Err(Error::new(ErrorKind::Io, "disk full"))
+        Err(ResourceError::new(ResourceErrorKind::Io, "disk full"))
     }
 
-    fn get(&self, url: &str) -> Result<Vec<u8>, Error> {
-        Err(Error::new(
-            ErrorKind::NotFound,
+    fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
+        Err(ResourceError::new(
+            ResourceErrorKind::NotFound,
             format!("no artifact at `{url}`"),
         ))
     }

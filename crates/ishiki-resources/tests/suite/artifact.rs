@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ishiki_resources::{
-    ArtifactStore, DiskArtifactStore, ErrorKind, ReadResult, ResourceCenter, artifact_name,
+    ArtifactStore, DiskArtifactStore, ReadResult, ResourceCenter, ResourceErrorKind, artifact_name,
     artifact_tool_component,
 };
 
@@ -68,7 +68,7 @@ fn res5_an_artifacts_bytes_never_change() {
     let forged_name = artifact_name(b"second", "txt");
     std::fs::write(dir.path().join("t").join(&forged_name), b"not second").unwrap();
     let err = store.put("t", b"second", "txt").unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidData);
+    assert_eq!(err.kind(), ResourceErrorKind::InvalidData);
     assert_eq!(
         std::fs::read(dir.path().join("t").join(&forged_name)).unwrap(),
         b"not second"
@@ -122,7 +122,7 @@ async fn res5_everything_is_readable_after_reopening() {
         .read("artifact://codemode/0000000000000000.txt")
         .await
         .unwrap_err();
-    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    assert_eq!(missing.kind(), ResourceErrorKind::NotFound);
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ishiki_resources::{
-    AssetStore as _, DiskAssetStore, ErrorKind, ReadResult, ResourceCenter, uuid_v7_at,
+    AssetStore as _, DiskAssetStore, ReadResult, ResourceCenter, ResourceErrorKind, uuid_v7_at,
 };
 use uuid::Uuid;
 
@@ -53,12 +53,15 @@ async fn res6_asset_urls_must_name_a_uuid_v7() {
         format!("asset:///{}", meta.id),
     ] {
         let err = center.read(&bad).await.unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::InvalidUrl, "{bad}: {err}");
-        assert_eq!(store.meta(&bad).unwrap_err().kind(), ErrorKind::InvalidUrl);
+        assert_eq!(err.kind(), ResourceErrorKind::InvalidUrl, "{bad}: {err}");
+        assert_eq!(
+            store.meta(&bad).unwrap_err().kind(),
+            ResourceErrorKind::InvalidUrl
+        );
     }
     let v4 = Uuid::from_u128(0x0190_f9f3_3ff8_4000_8000_0000_0000_0001);
     let err = store.put_with_id(v4, b"x", SystemTime::now()).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidParameter);
+    assert_eq!(err.kind(), ResourceErrorKind::InvalidParameter);
 }
 
 #[test]
@@ -97,7 +100,7 @@ async fn res6_assets_are_immutable_snapshots_and_survive_reopening() {
             meta
         );
         let err = store.put_with_id(id, b"other", created).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::NotAllowed);
+        assert_eq!(err.kind(), ResourceErrorKind::NotAllowed);
         meta
     };
     assert_eq!(meta.media_type, "image/png");
@@ -153,8 +156,14 @@ fn res9_cleanup_deletes_exactly_the_assets_past_retention() {
     let expected: Vec<String> = metas[..5].iter().map(|m| m.url.clone()).collect();
     assert_eq!(deleted, expected);
     for m in &metas[..5] {
-        assert_eq!(store.meta(&m.url).unwrap_err().kind(), ErrorKind::NotFound);
-        assert_eq!(store.get(&m.url).unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(
+            store.meta(&m.url).unwrap_err().kind(),
+            ResourceErrorKind::NotFound
+        );
+        assert_eq!(
+            store.get(&m.url).unwrap_err().kind(),
+            ResourceErrorKind::NotFound
+        );
     }
     for m in &metas[5..] {
         assert_eq!(store.meta(&m.url).unwrap(), *m);
@@ -193,7 +202,7 @@ async fn res9_cleanup_task_runs_on_its_interval() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         store.meta(&old.url).unwrap_err().kind(),
-        ErrorKind::NotFound
+        ResourceErrorKind::NotFound
     );
     assert!(store.meta(&fresh.url).is_ok());
     let later = store
@@ -207,7 +216,7 @@ async fn res9_cleanup_task_runs_on_its_interval() {
     tokio::time::sleep(Duration::from_secs(3600)).await;
     assert_eq!(
         store.meta(&later.url).unwrap_err().kind(),
-        ErrorKind::NotFound
+        ResourceErrorKind::NotFound
     );
     assert!(store.meta(&fresh.url).is_ok());
     task.abort();

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use ishiki_resources::{
-    ArtifactStore as _, DiskArtifactStore, Error, ErrorKind, ReadResult, ReadSource,
-    ResourceCenter, SchemeHandler,
+    ArtifactStore as _, DiskArtifactStore, ReadResult, ReadSource, ResourceCenter, ResourceError,
+    ResourceErrorKind, SchemeHandler,
 };
 use proptest::prelude::*;
 use url::Url;
@@ -26,7 +26,7 @@ impl SchemeHandler for Recorder {
         "rec"
     }
 
-    async fn read(&self, url: &Url) -> Result<ReadResult, Error> {
+    async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError> {
         self.seen.lock().unwrap().push(url.to_string());
         Ok(ReadResult::Text {
             text: self.answer.to_owned(),
@@ -75,9 +75,9 @@ async fn res1_center_routes_the_full_url_and_leaves_parameters_alone() {
         Some("rec://h/p?q=1#f")
     );
     let err = center.read("nope://x").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::UnknownScheme);
+    assert_eq!(err.kind(), ResourceErrorKind::UnknownScheme);
     let err = center.read("not a url").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidUrl);
+    assert_eq!(err.kind(), ResourceErrorKind::InvalidUrl);
 }
 
 #[tokio::test]
@@ -87,7 +87,7 @@ async fn res2_handlers_are_registered_and_replaced_at_run_time() {
     assert!(center.schemes().is_empty());
     assert_eq!(
         center.read("rec://x").await.unwrap_err().kind(),
-        ErrorKind::UnknownScheme
+        ResourceErrorKind::UnknownScheme
     );
     // Registering through a clone is seen by the original: they share the registry.
     clone.register(Arc::new(Recorder {
@@ -175,7 +175,7 @@ async fn res3_offset_lines_and_view_parameters() {
         ),
     ] {
         let err = c.read(&format!("{base}{query}")).await.unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::InvalidParameter, "{query}");
+        assert_eq!(err.kind(), ResourceErrorKind::InvalidParameter, "{query}");
         assert!(err.message().contains(needle), "{query}: {err}");
     }
 }
@@ -189,7 +189,7 @@ async fn res3_offsets_never_split_a_character() {
     }));
     assert_eq!(text(center.read("mem:///x?offset=2").await.unwrap()).0, "€");
     let err = center.read("mem:///x?offset=1").await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidParameter);
+    assert_eq!(err.kind(), ResourceErrorKind::InvalidParameter);
     assert!(err.message().contains("inside a UTF-8 character"), "{err}");
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ishiki_resources::{
-    Error, FileScheme, LocalScheme, ReadResult, ReadSource, ResourceCenter, WorkspaceScheme,
+    FileScheme, LocalScheme, ReadResult, ReadSource, ResourceCenter, ResourceError, WorkspaceScheme,
 };
 use url::Url;
 
@@ -121,7 +121,7 @@ impl FileScheme for Memory {
         self.scheme
     }
 
-    async fn load(&self, _url: &Url) -> Result<Vec<u8>, Error> {
+    async fn load(&self, _url: &Url) -> Result<Vec<u8>, ResourceError> {
         Ok(self.bytes.clone())
     }
 }

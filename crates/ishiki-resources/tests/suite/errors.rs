@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use ishiki_resources::{
-    ArtifactStore as _, AssetStore as _, DiskArtifactStore, DiskAssetStore, Error, ResourceCenter,
-    WorkspaceScheme, uuid_v7_at,
+    ArtifactStore as _, AssetStore as _, DiskArtifactStore, DiskAssetStore, ResourceCenter,
+    ResourceError, WorkspaceScheme, uuid_v7_at,
 };
 use uuid::Uuid;
 
@@ -19,7 +19,7 @@ struct Messages<'a> {
 }
 
 impl Messages<'_> {
-    fn add<T: std::fmt::Debug>(&mut self, label: &str, result: Result<T, Error>) {
+    fn add<T: std::fmt::Debug>(&mut self, label: &str, result: Result<T, ResourceError>) {
         let err = result.expect_err(label);
         let line = format!("{label}\n  {:?}: {}", err.kind(), err.message());
         self.lines.push(self.sandbox.redact(&line));

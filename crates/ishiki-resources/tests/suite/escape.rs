@@ -1,7 +1,7 @@
 //! Path escapes (RES-4, SEC-2): a table-driven corpus refused by `workspace://` and `local://`,
 //! and a proptest over random segment sequences that never resolves outside the root.
 
-use ishiki_resources::{ErrorKind, ReadResult};
+use ishiki_resources::{ReadResult, ResourceErrorKind};
 use proptest::prelude::*;
 use url::Url;
 
@@ -114,7 +114,7 @@ async fn res4_escape_corpus_is_refused_by_workspace_and_local() {
     for path in CORPUS {
         for url in url_forms(path) {
             let err = sandbox.center.read(&url).await.unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::Escape, "{url:?}: {err}");
+            assert_eq!(err.kind(), ResourceErrorKind::Escape, "{url:?}: {err}");
             let shown: String = url
                 .chars()
                 .flat_map(|c| {
@@ -143,7 +143,7 @@ async fn res4_escape_corpus_is_refused_by_workspace_and_local() {
             };
             assert_eq!(
                 resolved.map_err(|e| e.kind()),
-                Err(ErrorKind::Escape),
+                Err(ResourceErrorKind::Escape),
                 "{url:?}"
             );
             // An already parsed URL skips the text check; whatever parsing made of it must
@@ -155,7 +155,11 @@ async fn res4_escape_corpus_is_refused_by_workspace_and_local() {
             }
             if url.starts_with("workspace") {
                 let err = sandbox.workspace.write(&url, b"pwned").unwrap_err();
-                assert_eq!(err.kind(), ErrorKind::Escape, "write {url:?}: {err}");
+                assert_eq!(
+                    err.kind(),
+                    ResourceErrorKind::Escape,
+                    "write {url:?}: {err}"
+                );
             }
         }
         if !path.contains('?') && !path.starts_with('/') {
@@ -164,7 +168,7 @@ async fn res4_escape_corpus_is_refused_by_workspace_and_local() {
                 .write(&format!("/{path}"), b"pwned")
                 .unwrap_err();
             assert!(
-                matches!(err.kind(), ErrorKind::Escape),
+                matches!(err.kind(), ResourceErrorKind::Escape),
                 "write path /{path:?}: {err}"
             );
         }
@@ -188,7 +192,7 @@ fn res4_writes_never_follow_symlinks_out() {
         "/home/root_link/tmp/new.txt",
     ] {
         let err = sandbox.workspace.write(target, b"pwned").unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Escape, "{target}: {err}");
+        assert_eq!(err.kind(), ResourceErrorKind::Escape, "{target}: {err}");
     }
     assert_eq!(sandbox.outside_listing(), before);
     assert_eq!(
@@ -269,7 +273,7 @@ async fn res4_workspace_writes_and_reads_back() {
     center.register_file_scheme(std::sync::Arc::new(small));
     assert_eq!(
         center.read(&url).await.unwrap_err().kind(),
-        ErrorKind::TooLarge
+        ResourceErrorKind::TooLarge
     );
     assert_eq!(
         sandbox
@@ -277,7 +281,7 @@ async fn res4_workspace_writes_and_reads_back() {
             .write("/home/workspace", b"x")
             .unwrap_err()
             .kind(),
-        ErrorKind::NotAllowed
+        ResourceErrorKind::NotAllowed
     );
     assert_eq!(
         sandbox
@@ -286,7 +290,7 @@ async fn res4_workspace_writes_and_reads_back() {
             .await
             .unwrap_err()
             .kind(),
-        ErrorKind::NotFound
+        ResourceErrorKind::NotFound
     );
 }
 
@@ -394,13 +398,13 @@ async fn res4_relative_symlinks_may_climb_inside_but_absolute_ones_are_refused()
         assert_eq!(
             (err.kind(), err.message()),
             (
-                ErrorKind::Escape,
+                ResourceErrorKind::Escape,
                 format!("`{url}` is refused: the symlink `/a/abs` is absolute (only relative symlinks that stay inside the root are followed)").as_str()
             )
         );
     }
     let err = sandbox.workspace.write("/a/abs", b"x").unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Escape, "{err}");
+    assert_eq!(err.kind(), ResourceErrorKind::Escape, "{err}");
     assert_eq!(
         std::fs::read_to_string(root.join("home/workspace/notes.txt")).unwrap(),
         "TODO: a\nplain\nTODO: b\n"

@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ishiki_resources::{ErrorKind, HttpOptions, HttpScheme, ReadResult, ResourceCenter};
+use ishiki_resources::{HttpOptions, HttpScheme, ReadResult, ResourceCenter, ResourceErrorKind};
 
 fn png() -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
@@ -111,10 +111,10 @@ async fn res2_http_handler_enforces_limits_and_reports_errors() {
     let c = center(local_options());
     let mut lines = Vec::new();
     for (path, kind) in [
-        ("/big", ErrorKind::TooLarge),
-        ("/big-unannounced", ErrorKind::TooLarge),
-        ("/missing", ErrorKind::NotFound),
-        ("/silent", ErrorKind::Io),
+        ("/big", ResourceErrorKind::TooLarge),
+        ("/big-unannounced", ResourceErrorKind::TooLarge),
+        ("/missing", ResourceErrorKind::NotFound),
+        ("/silent", ResourceErrorKind::Io),
     ] {
         let err = c.read(&format!("{base}{path}")).await.unwrap_err();
         assert_eq!(err.kind(), kind, "{path}: {err}");
@@ -130,7 +130,7 @@ async fn res2_http_handler_enforces_limits_and_reports_errors() {
         format!("http://{}", listener.local_addr().unwrap())
     };
     let err = c.read(&format!("{closed}/x")).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Io);
+    assert_eq!(err.kind(), ResourceErrorKind::Io);
     assert!(
         err.message()
             .starts_with(&format!("cannot fetch `{closed}/x`: ")),

@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub use model::{Embedder, MAX_TOKENS};
 
 use crate::def::{Hit, ToolDef};
-use crate::error::{Error, ErrorKind};
+use crate::error::{ToolsearchError, ToolsearchErrorKind};
 use crate::index::ToolIndex;
 use crate::text::split_identifier;
 
@@ -34,8 +34,8 @@ pub const TYPO_LEXICAL_SHARE: f32 = 1.0;
 /// How many lexical hits take part in the fusion (20 worse on `tune`; 100 and all the same).
 const LEXICAL_DEPTH: usize = 50;
 
-fn model_error(what: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::Model, what.to_string())
+fn model_error(what: impl std::fmt::Display) -> ToolsearchError {
+    ToolsearchError::new(ToolsearchErrorKind::Model, what.to_string())
 }
 
 /// What a tool is embedded as: the words of its name and its description.
@@ -79,7 +79,7 @@ impl EmbeddingCache {
     }
 
     /// Writes the cache to `path` if anything was added.
-    pub fn save(&self, path: &Path) -> Result<(), Error> {
+    pub fn save(&self, path: &Path) -> Result<(), ToolsearchError> {
         if !self.changed {
             return Ok(());
         }
@@ -99,7 +99,7 @@ impl EmbeddingCache {
         &mut self,
         embedder: &Embedder,
         texts: &[String],
-    ) -> Result<Vec<Vec<f32>>, Error> {
+    ) -> Result<Vec<Vec<f32>>, ToolsearchError> {
         let dim = embedder.dim();
         let mut missing: Vec<&String> = texts
             .iter()
@@ -115,7 +115,7 @@ impl EmbeddingCache {
             .map_or(1, usize::from)
             .clamp(1, 8);
         let chunk = missing.len().div_ceil(workers).max(1);
-        let embedded: Vec<Result<Vec<Vec<f32>>, Error>> = std::thread::scope(|scope| {
+        let embedded: Vec<Result<Vec<Vec<f32>>, ToolsearchError>> = std::thread::scope(|scope| {
             let jobs: Vec<_> = missing
                 .chunks(chunk)
                 .map(|part| scope.spawn(move || part.iter().map(|t| embedder.embed(t)).collect()))
@@ -167,7 +167,7 @@ impl HybridIndex {
         defs: &[ToolDef],
         embedder: Arc<Embedder>,
         cache: &mut EmbeddingCache,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ToolsearchError> {
         let texts: Vec<String> = defs.iter().map(tool_text).collect();
         let vectors = cache.get_or_embed_all(&embedder, &texts)?.concat();
         Ok(Self {
@@ -208,7 +208,7 @@ impl HybridIndex {
     /// every tool by cosine similarity to the query plus the lexical share times its lexical
     /// score relative to the query's best (a larger share, [`TYPO_LEXICAL_SHARE`], when the
     /// query has a typo the lexical ranker corrects).
-    pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, Error> {
+    pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, ToolsearchError> {
         let lexical = self.lexical.search(query, LEXICAL_DEPTH.max(k));
         let trimmed = query.trim();
         let exact = lexical

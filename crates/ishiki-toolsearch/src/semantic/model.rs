@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::math::{Linear, attention, gelu, layer_norm};
 use super::model_error;
 use super::safetensors::{self, Tensor};
-use crate::error::Error;
+use crate::error::ToolsearchError;
 
 /// Tokens per text, `[CLS]` and `[SEP]` included (the model's own truncation).
 pub const MAX_TOKENS: usize = 128;
@@ -64,7 +64,7 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
-fn read_json(dir: &Path, name: &str) -> Result<Value, Error> {
+fn read_json(dir: &Path, name: &str) -> Result<Value, ToolsearchError> {
     let path = dir.join(name);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| model_error(format!("cannot read {}: {e}", path.display())))?;
@@ -76,7 +76,7 @@ fn read_json(dir: &Path, name: &str) -> Result<Value, Error> {
 struct Weights(HashMap<String, Tensor>);
 
 impl Weights {
-    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, Error> {
+    fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, ToolsearchError> {
         let t = self
             .0
             .remove(name)
@@ -91,7 +91,12 @@ impl Weights {
         Ok(t.data)
     }
 
-    fn linear(&mut self, name: &str, inputs: usize, outputs: usize) -> Result<Linear, Error> {
+    fn linear(
+        &mut self,
+        name: &str,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<Linear, ToolsearchError> {
         Ok(Linear {
             weight: self.take(&format!("{name}.weight"), &[outputs, inputs])?,
             bias: self.take(&format!("{name}.bias"), &[outputs])?,
@@ -100,7 +105,7 @@ impl Weights {
         })
     }
 
-    fn norm(&mut self, name: &str, dim: usize) -> Result<Norm, Error> {
+    fn norm(&mut self, name: &str, dim: usize) -> Result<Norm, ToolsearchError> {
         Ok(Norm {
             weight: self.take(&format!("{name}.weight"), &[dim])?,
             bias: self.take(&format!("{name}.bias"), &[dim])?,
@@ -111,7 +116,7 @@ impl Weights {
 impl Embedder {
     /// Loads the model from `dir` (a sentence-transformers export of all-MiniLM-L6-v2 or
     /// another BERT of the same layout).
-    pub fn load(dir: &Path) -> Result<Self, Error> {
+    pub fn load(dir: &Path) -> Result<Self, ToolsearchError> {
         let config = read_json(dir, "config.json")?;
         let get = |key: &str| {
             config[key]
@@ -285,7 +290,7 @@ impl Embedder {
     }
 
     /// The unit-length embedding of `text` (mean of the last layer over its tokens).
-    pub fn embed(&self, text: &str) -> Result<Vec<f32>, Error> {
+    pub fn embed(&self, text: &str) -> Result<Vec<f32>, ToolsearchError> {
         let ids = self.tokenize(text);
         Ok(self.forward(&ids))
     }

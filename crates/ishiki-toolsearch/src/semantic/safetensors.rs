@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::model_error;
-use crate::error::Error;
+use crate::error::ToolsearchError;
 
 /// Largest weights file read (all-MiniLM-L6-v2 is 91 MB).
 const MAX_FILE_BYTES: u64 = 2 << 30;
@@ -25,7 +25,7 @@ pub(crate) struct Tensor {
 }
 
 /// Every f32 tensor of the file at `path`, by name.
-pub(crate) fn load(path: &Path) -> Result<HashMap<String, Tensor>, Error> {
+pub(crate) fn load(path: &Path) -> Result<HashMap<String, Tensor>, ToolsearchError> {
     let shown = path.display();
     let size = std::fs::metadata(path)
         .map_err(|e| model_error(format!("cannot read {shown}: {e}")))?

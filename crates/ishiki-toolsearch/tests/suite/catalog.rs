@@ -272,7 +272,10 @@ fn try_add_refuses_definitions_validate_rejects_and_they_never_reach_a_delta() {
     ] {
         let name = bad.name.clone();
         let err = catalog.try_add(bad).expect_err(&name);
-        assert_eq!(err.kind(), ishiki_toolsearch::ErrorKind::InvalidDefinition);
+        assert_eq!(
+            err.kind(),
+            ishiki_toolsearch::ToolsearchErrorKind::InvalidDefinition
+        );
     }
     catalog
         .try_add(tool("write_file", "Write a file into the workspace."))
