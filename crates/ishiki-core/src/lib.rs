@@ -16,8 +16,9 @@
 //! - [`Profile`], [`ModelsDoc`] and [`assemble`]: profile and `models.yaml` assembly with
 //!   defaults, unknown-key checks and errors that name the key path, line and column
 //!   (requirements §1, PRO-1..PRO-8);
-//! - [`HistoryStore`] with [`SqliteStore`] (embedded, WAL) and [`MemoryStore`]: atomic batches
-//!   of records, attachment records, delivery state and catalog (PRJ-13, SEC-4);
+//! - [`HistoryStore`] with `SqliteStore` (embedded, WAL; feature `sqlite`, on by default) and
+//!   [`MemoryStore`], or any store given to [`RuntimeBuilder::store`]: atomic batches of
+//!   records, attachment records, delivery state and catalog (PRJ-13, SEC-4);
 //! - [`text_protocol`]: tool calls written in text, for models without native tool calling
 //!   (TP-1).
 //!
@@ -144,9 +145,11 @@ pub use rejection::image_rejection;
 pub use runtime::{
     AttachmentInfo, CallReport, Prepared, Runtime, RuntimeBuilder, RuntimeError, RuntimeErrorKind,
 };
+#[cfg(feature = "sqlite")]
+pub use store::SqliteStore;
 pub use store::{
-    Batch, Durability, HistoryStore, MemoryStore, SqliteStore, StoreError, StoreErrorKind,
-    StoredAttachment, StoredMessage, StoredState,
+    Batch, Durability, HistoryStore, MemoryStore, StoreError, StoreErrorKind, StoredAttachment,
+    StoredMessage, StoredState,
 };
 pub use tool::{
     DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind, default_display,

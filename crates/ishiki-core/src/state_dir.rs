@@ -14,7 +14,9 @@ use std::io::{Read as _, Write as _};
 use std::path::{Component, Path, PathBuf};
 
 use crate::runtime::{RuntimeError, RuntimeErrorKind};
-use crate::store::{Durability, SqliteStore, StoreError, StoreErrorKind};
+use crate::store::{Durability, HistoryStore};
+#[cfg(feature = "sqlite")]
+use crate::store::{SqliteStore, StoreError, StoreErrorKind};
 
 /// The lock file; it holds the pid of the runtime that has the lock.
 pub(crate) const LOCK_FILE: &str = "ishiki.lock";
@@ -22,6 +24,7 @@ pub(crate) const LOCK_FILE: &str = "ishiki.lock";
 /// conversation, and a missing or empty history store is a loss, not a fresh start.
 pub(crate) const MARKER_FILE: &str = "ishiki.conversation";
 /// The SQLite history store.
+#[cfg(feature = "sqlite")]
 pub(crate) const HISTORY_FILE: &str = "history.sqlite";
 /// The state's own stores (directory, what it is): no root the model can reach may lie inside.
 const STORES: [(&str, &str); 2] = [("artifacts", "artifact store"), ("assets", "asset store")];
@@ -164,13 +167,28 @@ pub(crate) fn conversation_evidence(dir: &Path) -> Result<Option<String>, Runtim
     Ok(None)
 }
 
+/// Without the `sqlite` feature there is no embedded store: the builder must be given one.
+#[cfg(not(feature = "sqlite"))]
+pub(crate) fn open_history(
+    _dir: &Path,
+    _durability: Durability,
+    _evidence: Option<String>,
+) -> Result<Box<dyn HistoryStore>, RuntimeError> {
+    Err(RuntimeError::new(
+        RuntimeErrorKind::Config,
+        "no history store: ishiki-core was built without its `sqlite` feature, so pass one with \
+         RuntimeBuilder::store",
+    ))
+}
+
 /// Opens the SQLite history store of `dir`: created when the directory never held a
 /// conversation, otherwise required to hold one. Writes the marker file once it exists.
+#[cfg(feature = "sqlite")]
 pub(crate) fn open_history(
     dir: &Path,
     durability: Durability,
     evidence: Option<String>,
-) -> Result<SqliteStore, RuntimeError> {
+) -> Result<Box<dyn HistoryStore>, RuntimeError> {
     let path = dir.join(HISTORY_FILE);
     let cannot = |e: &StoreError| RuntimeError::store("cannot open the history store", e);
     let store = match evidence {
@@ -204,7 +222,7 @@ pub(crate) fn open_history(
             )
         })?;
     }
-    Ok(store)
+    Ok(Box::new(store))
 }
 
 #[cfg(test)]

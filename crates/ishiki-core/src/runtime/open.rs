@@ -112,7 +112,7 @@ impl Runtime {
 
         let store: Box<dyn HistoryStore> = match b.store {
             Some(store) => store,
-            None => Box::new(state_dir::open_history(dir, b.durability, evidence)?),
+            None => state_dir::open_history(dir, b.durability, evidence)?,
         };
         let stored = store.load().map_err(|e| match e.kind() {
             StoreErrorKind::Corrupt => decode::damaged_store(&e),

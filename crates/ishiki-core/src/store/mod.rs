@@ -1,0 +1,242 @@
+//! The history store (PRJ-13, SEC-4): records, attachment records, delivery state, the
+//! catalog's discovered set and small metadata, committed in atomic batches.
+//!
+//! The store is generic over JSON so it needs no other crate's types: the runtime serializes
+//! its messages, attachment records, projection delivery state and toolsearch catalog into
+//! [`serde_json::Value`]s and commits one [`Batch`] per step phase. A batch is all or nothing:
+//! a failed commit (a duplicate id, an unknown withdrawn message, a full disk, a crash in the
+//! middle) leaves the store exactly as it was, which is what makes "nothing lost, nothing
+//! delivered twice" hold across crashes.
+//!
+//! `SqliteStore` (feature `sqlite`, on by default) is the embedded default (SQLite in WAL mode,
+//! schema versioned with `user_version`); [`MemoryStore`] is the same contract in memory, for
+//! tests and embedders; `ishiki-postgres` keeps it in PostgreSQL.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where history lives. Implementations must make [`commit`](HistoryStore::commit) atomic and
+/// [`load`](HistoryStore::load) return exactly what earlier commits wrote, in commit order.
+/// A store shared by several machines (PostgreSQL) also keeps one writer per conversation: it
+/// refuses the commits of a writer that lost its lease with [`StoreErrorKind::Lease`].
+pub trait HistoryStore: Send + fmt::Debug {
+    /// Everything stored: messages in commit order (with their withdrawn flag), attachment
+    /// records in commit order, the latest delivery state and catalog, and metadata.
+    fn load(&self) -> Result<StoredState, StoreError>;
+
+    /// Applies `batch` in one transaction: all of it, or (on error) none of it.
+    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
+
+    /// The messages committed after the first `after` ones, in commit order with their
+    /// withdrawn flags: what a reader that already holds the first `after` needs, without
+    /// reading (and decoding) the whole history again. The default loads everything and skips;
+    /// stores that can read a range override it.
+    fn load_messages_since(&self, after: usize) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
+        let mut messages = self.load()?.messages;
+        Ok(messages.split_off(after.min(messages.len())))
+    }
+}
+
+/// One atomic change. Messages and attachment records are append-only: an id may be stored
+/// once. Within a batch, messages are added before withdrawals apply, so a batch may add and
+/// withdraw the same message.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    /// New messages, appended in this order.
+    pub messages: Vec<StoredMessage>,
+    /// Ids of stored messages that leave the active context (PRJ-7); withdrawing twice is
+    /// harmless, withdrawing an unknown id is an error.
+    pub withdrawn: Vec<String>,
+    /// New attachment records (`ishiki.attachment`, PRJ-1), appended in this order.
+    pub attachments: Vec<StoredAttachment>,
+    /// The whole delivery state, replacing the stored one (PRJ-13).
+    pub delivery: Option<Value>,
+    /// The whole catalog state (the discovered set), replacing the stored one.
+    pub catalog: Option<Value>,
+    /// Metadata entries, inserted or replaced by key.
+    pub meta: Vec<(String, Value)>,
+}
+
+impl Batch {
+    /// Checks that no message id and no attachment id appears twice in the batch (every
+    /// store calls this before it writes; ids already stored are the store's own check).
+    pub fn check_ids(&self) -> Result<(), StoreError> {
+        let mut seen = HashSet::new();
+        for message in &self.messages {
+            if !seen.insert(message.id.as_str()) {
+                return Err(StoreError::duplicate_id(
+                    "message",
+                    &message.id,
+                    "appears twice in the batch",
+                ));
+            }
+        }
+        let mut seen = HashSet::new();
+        for attachment in &self.attachments {
+            if !seen.insert(attachment.id.as_str()) {
+                return Err(StoreError::duplicate_id(
+                    "attachment",
+                    &attachment.id,
+                    "appears twice in the batch",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether committing the batch would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+            && self.withdrawn.is_empty()
+            && self.attachments.is_empty()
+            && self.delivery.is_none()
+            && self.catalog.is_none()
+            && self.meta.is_empty()
+    }
+}
+
+/// A history record. The store assigns its position (a monotonic sequence) in commit order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    /// Unique id of the record.
+    pub id: String,
+    /// The record itself, opaque to the store.
+    pub json: Value,
+}
+
+/// An attachment record (PRJ-1), opaque to the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredAttachment {
+    /// Unique id of the record.
+    pub id: String,
+    /// The record itself.
+    pub json: Value,
+}
+
+/// Everything a store holds, as [`HistoryStore::load`] returns it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoredState {
+    /// Messages in commit order, each with its withdrawn flag.
+    pub messages: Vec<(StoredMessage, bool)>,
+    /// Attachment records in commit order.
+    pub attachments: Vec<StoredAttachment>,
+    /// The latest delivery state, if one was ever committed.
+    pub delivery: Option<Value>,
+    /// The latest catalog state, if one was ever committed.
+    pub catalog: Option<Value>,
+    /// Metadata by key.
+    pub meta: BTreeMap<String, Value>,
+}
+
+/// How hard SQLite works to keep a commit (CRATES.md). Both survive a crash of the process;
+/// only `Full` also survives a power loss or an OS crash, at ~1.7 ms instead of ~0.1 ms a
+/// commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// `synchronous=FULL`: every commit is on disk before `commit` returns.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: the WAL is synced at checkpoints only.
+    Normal,
+}
+
+/// What went wrong, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The database failed: I/O, a locked or full disk, a file that is not a database, a lost
+    /// connection.
+    Database,
+    /// A message or attachment id is already stored, or repeated within the batch.
+    DuplicateId,
+    /// A withdrawn id names no stored message.
+    UnknownMessage,
+    /// The store was written by a newer version of this crate.
+    Version,
+    /// A stored row cannot be read: not valid JSON, a value of the wrong type or shape (the
+    /// file was changed behind the store's back). The message names the table and the row.
+    Corrupt,
+    /// The store refuses this writer: another runtime holds the conversation's lease, or this
+    /// runtime's lease was taken over (one writer per conversation).
+    Lease,
+    /// A history that must exist is not there: the database file is missing, empty, or has no
+    /// tables (`SqliteStore::open_existing`).
+    Missing,
+}
+
+/// An error from a [`HistoryStore`]. A failed commit has changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    message: String,
+}
+
+impl StoreError {
+    /// An error of `kind` (messages are lower-case, without a trailing period).
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A [`StoreErrorKind::DuplicateId`] error for a `what` (`message`, `attachment`) whose
+    /// `id` is stored already or repeated (`why`), worded the same by every store.
+    pub fn duplicate_id(what: &str, id: &str, why: &str) -> Self {
+        duplicate(what, id, why)
+    }
+
+    /// A [`StoreErrorKind::UnknownMessage`] error for withdrawing `id`, worded the same by
+    /// every store.
+    pub fn unknown_message(id: &str) -> Self {
+        Self::new(
+            StoreErrorKind::UnknownMessage,
+            format!("cannot withdraw unknown message `{id}`; nothing was committed"),
+        )
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// The message, without the kind.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Ids must be unique within the batch; the stores check against stored ids themselves.
+pub(crate) fn check_batch_ids(batch: &Batch) -> Result<(), StoreError> {
+    batch.check_ids()
+}
+
+pub(crate) fn duplicate(what: &str, id: &str, why: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::DuplicateId,
+        format!("{what} id `{id}` {why}; nothing was committed"),
+    )
+}
+
+pub(crate) fn unknown_message(id: &str) -> StoreError {
+    StoreError::unknown_message(id)
+}
+
+mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+pub use memory::MemoryStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
