@@ -117,6 +117,7 @@ mod clock;
 mod convert;
 mod decode;
 mod guard;
+pub mod located;
 mod platform;
 mod profile;
 mod rejection;
@@ -125,7 +126,6 @@ mod state_dir;
 mod store;
 pub mod text_protocol;
 mod tool;
-mod yaml_budget;
 
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
 /// The model boundary, from `ishiki-model` (core's modules name it `crate::message`).
@@ -155,8 +155,6 @@ pub use tool::{
     DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind, default_display,
     is_content_block,
 };
-#[doc(hidden)]
-pub use yaml_budget::yaml_budget_message;
 
 /// Re-exported so tool authors and embedders need no direct dependency for these types.
 #[cfg(feature = "codemode")]

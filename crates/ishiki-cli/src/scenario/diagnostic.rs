@@ -73,46 +73,31 @@ impl Source<'_> {
         at: Option<Location>,
         message: &str,
     ) -> ScenarioError {
-        let location = at
-            .filter(|l| l.line() > 0)
-            .map(|l| (l.line(), l.column().max(1)));
-        let mut summary = if path.is_empty() {
-            message.to_owned()
-        } else {
-            format!("{path}: {message}")
-        };
-        let mut rendered = String::new();
-        if let Some((line, column)) = location {
-            summary.push_str(&format!(" at line {line}, column {column}"));
-            rendered = self.snippet(line, column);
-        }
-        ScenarioError {
-            kind,
-            path: (!path.is_empty()).then(|| path.to_owned()),
-            location,
-            rendered: format!("{summary}{rendered}"),
-            summary,
-        }
+        let at = at.and_then(|l| {
+            Some((
+                usize::try_from(l.line()).ok()?,
+                usize::try_from(l.column()).ok()?,
+            ))
+        });
+        self.located(kind, Located::new(path, message, at))
     }
 
-    /// ` --> name:line:col` and the line with a caret, in the style serde-saphyr uses.
-    pub(super) fn snippet(&self, line: u64, column: u64) -> String {
-        let Some(text) = usize::try_from(line - 1)
-            .ok()
-            .and_then(|i| self.text.lines().nth(i))
-        else {
-            return format!("\n --> {}:{line}:{column}", self.name);
+    /// The error for `located`, in the format profile and `models.yaml` errors have too
+    /// ([`ishiki_core::located`]).
+    pub(super) fn located(&self, kind: ScenarioErrorKind, located: Located) -> ScenarioError {
+        let summary = located.message(self.name);
+        let rendered = match located.snippet(self.text, self.name) {
+            Some(snippet) => format!("{summary}\n{snippet}"),
+            None => summary.clone(),
         };
-        let gutter = " ".repeat(line.to_string().len());
-        let caret_at: usize = text
-            .chars()
-            .take(usize::try_from(column - 1).unwrap_or(0))
-            .map(|_| 1)
-            .sum();
-        format!(
-            "\n{gutter}--> {}:{line}:{column}\n{gutter} |\n{line} | {text}\n{gutter} | {}^",
-            self.name,
-            " ".repeat(caret_at)
-        )
+        ScenarioError {
+            kind,
+            path: (!located.path.is_empty()).then(|| located.path.clone()),
+            location: located
+                .at
+                .map(|(line, column)| (line as u64, column as u64)),
+            summary,
+            rendered,
+        }
     }
 }

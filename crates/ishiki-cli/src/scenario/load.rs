@@ -94,45 +94,10 @@ pub(super) fn deserialize(src: &Source<'_>) -> Result<RawScenario, ScenarioError
         })
     });
     result.map_err(|e| {
-        let path = failed_at.unwrap_or_default();
-        let budget = ishiki_core::yaml_budget_message(&e);
-        let plain = budget
-            .clone()
-            .unwrap_or_else(|| e.without_snippet().to_string());
-        let summary = if path.is_empty() {
-            plain
-        } else {
-            format!("{path}: {plain}")
-        };
-        let mut options = serde_saphyr::RenderOptions::default();
-        options.source_name = Some(src.name);
-        let full = e.render_with_options(options);
-        // serde-saphyr's first line repeats the message; ours names the field instead.
-        let snippet = full.split_once('\n').map(|(_, rest)| rest).unwrap_or("");
-        // The caret line repeats serde-saphyr's own text, which for a budget is a debug dump.
-        let snippet = match &budget {
-            Some(message) => snippet
-                .lines()
-                .map(|line| match line.find("budget breached: ") {
-                    Some(at) => format!("{}{message}", &line[..at]),
-                    None => line.to_owned(),
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-            None => snippet.to_owned(),
-        };
-        let rendered = if snippet.is_empty() {
-            summary.clone()
-        } else {
-            format!("{summary}\n{}", snippet.trim_end())
-        };
-        ScenarioError {
-            kind: ScenarioErrorKind::Yaml,
-            path: (!path.is_empty()).then_some(path),
-            location: e.location().map(|l| (l.line(), l.column())),
-            summary,
-            rendered,
-        }
+        src.located(
+            ScenarioErrorKind::Yaml,
+            Located::from_yaml_error(failed_at.unwrap_or_default(), &e),
+        )
     })
 }
 

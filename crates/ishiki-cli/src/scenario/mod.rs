@@ -14,6 +14,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ishiki_core::located::Located;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_saphyr::{Location, Spanned};

@@ -38,44 +38,29 @@ impl Doc<'_> {
         at: At,
         problem: impl fmt::Display,
     ) -> AssemblyError {
-        let shown = if path.is_root() {
-            self.name().to_owned()
-        } else {
-            path.to_string()
-        };
-        let mut message = format!("{shown}: {problem}");
-        if let Some((line, column)) = at {
-            message.push_str(&format!(" (line {line}, column {column})"));
-        }
+        let shown = (!path.is_root()).then(|| path.to_string());
+        self.located(
+            kind,
+            Located::new(shown.unwrap_or_default(), problem.to_string(), at),
+        )
+    }
+
+    fn located(&self, kind: AssemblyErrorKind, located: Located) -> AssemblyError {
         AssemblyError {
             kind,
-            message,
-            path: (!path.is_root()).then_some(shown),
-            location: at,
-            snippet: at.and_then(|(line, column)| snippet(self.source?, line, column)),
+            message: located.message(self.name()),
+            path: (!located.path.is_empty()).then(|| located.path.clone()),
+            location: located.at,
+            snippet: self
+                .source
+                .and_then(|source| located.snippet(source, self.name())),
         }
     }
 
     pub(super) fn parse_yaml(&self, text: &str) -> Result<Tree, AssemblyError> {
         match serde_saphyr::from_str::<Spanned<YamlNode>>(text) {
             Ok(root) => Ok(spanned_tree(root)),
-            Err(error) => {
-                let at = error.location().as_ref().and_then(at_of);
-                let mut problem =
-                    crate::yaml_budget::yaml_budget_message(&error).unwrap_or_else(|| {
-                        error
-                            .without_snippet()
-                            .render_with_formatter(&UserMessageFormatter)
-                    });
-                if let Some((line, column)) = at {
-                    // The formatter appends the location; ours goes at the end in our format.
-                    let suffix = format!(" at line {line}, column {column}");
-                    if let Some(stripped) = problem.strip_suffix(&suffix) {
-                        problem = stripped.to_owned();
-                    }
-                }
-                Err(self.error(self.invalid(), &Path::root(), at, problem))
-            }
+            Err(error) => Err(self.located(self.invalid(), Located::from_yaml_error("", &error))),
         }
     }
 

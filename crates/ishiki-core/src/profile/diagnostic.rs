@@ -1,5 +1,5 @@
-//! Assembly errors: their kinds and codes, and the located messages (key path, line and
-//! column, a source snippet, a suggestion for a misspelt key) both documents report.
+//! Assembly errors: their kinds and codes, and the helpers of their messages (a value described,
+//! a suggestion for a misspelt key); the located format itself is [`crate::located`]'s.
 
 use super::*;
 
@@ -147,19 +147,6 @@ pub(super) fn edit_distance(a: &[char], b: &[char]) -> usize {
         previous = current;
     }
     previous[b.len()]
-}
-
-pub(super) fn snippet(source: &str, line: usize, column: usize) -> Option<String> {
-    let text = source.lines().nth(line.checked_sub(1)?)?;
-    // Tabs stay tabs so the caret lines up in a terminal.
-    let pad: String = text
-        .chars()
-        .take(column.saturating_sub(1))
-        .map(|c| if c == '\t' { '\t' } else { ' ' })
-        .collect();
-    let number = line.to_string();
-    let gutter = " ".repeat(number.len());
-    Some(format!("{gutter} |\n{number} | {text}\n{gutter} | {pad}^"))
 }
 
 impl Serialize for AssemblyError {

@@ -16,7 +16,9 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
-use serde_saphyr::{Location, Spanned, UserMessageFormatter};
+use serde_saphyr::{Location, Spanned};
+
+use crate::located::Located;
 
 pub(crate) use ishiki_projection::AttachmentConfig;
 pub use ishiki_projection::ImageLimits;

@@ -30,9 +30,3 @@ fn paths_quote_names_with_dots() {
         .index(2);
     assert_eq!(path.to_string(), "models.\"gpt-4.1\".input[2]");
 }
-
-#[test]
-fn snippet_points_at_the_column() {
-    let text = snippet("a: 1\n  bad: 2\n", 2, 3);
-    assert_eq!(text.as_deref(), Some("  |\n2 |   bad: 2\n  |   ^"));
-}

@@ -268,7 +268,9 @@ fn pro7_errors_name_the_key_path_line_and_column() {
     );
     assert_eq!(
         error.snippet(),
-        Some("  |\n4 |   image_input: false\n  |   ^")
+        Some(
+            " --> profile:4:3\n  |\n2 |   enable: true\n3 | attachment:\n4 |   image_input: false\n  |   ^"
+        )
     );
 
     // Values point at the value.
