@@ -104,7 +104,11 @@ impl Located {
             0
         };
         let window = |shown: &str| -> String {
-            let mut out: String = if start > 0 { "…".to_owned() } else { String::new() };
+            let mut out: String = if start > 0 {
+                "…".to_owned()
+            } else {
+                String::new()
+            };
             out.extend(shown.chars().skip(start).take(WIDTH));
             if shown.chars().count() > start + WIDTH {
                 out.push('…');
@@ -235,7 +239,9 @@ mod tests {
         // Two lines of context at most; the gutter fits the widest number.
         let text: String = (1..=10).map(|n| format!("l{n}\n")).collect();
         assert_eq!(
-            Located::new("x", "y", Some((10, 2))).snippet(&text, "f").as_deref(),
+            Located::new("x", "y", Some((10, 2)))
+                .snippet(&text, "f")
+                .as_deref(),
             Some(" --> f:10:2\n   |\n 8 | l8\n 9 | l9\n10 | l10\n   |  ^")
         );
         assert_eq!(Located::new("", "x", None).snippet("a", "f"), None);
