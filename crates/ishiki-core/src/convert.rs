@@ -2,24 +2,60 @@
 //!
 //! The capability crates do not depend on each other, so a concept that crosses a boundary
 //! has a type on each side: a program's attachment lifetime (`ishiki-codemode`) becomes
-//! projection's `Lifetime`; a catalog [`ToolDef`] (`ishiki-toolsearch`) becomes the model
+//! projection's [`Lifetime`]; persisted media (`ishiki-outlet`'s [`MediaRef`]) becomes an
+//! [`AttachmentRecord`] and the embedder's [`AttachmentInfo`]; a catalog [`ToolDef`] (`ishiki-toolsearch`) becomes the model
 //! boundary's [`ToolSpec`] or [`DeltaEntry`] (`ishiki-model`); a resource, program, outlet or
 //! side-model error becomes the [`ToolError`] the model reads, with its kind. Every such mapping is here, so
 //! a new variant or field is added in one file.
 
+use ishiki_outlet::MediaRef;
+use ishiki_projection::{AttachmentRecord, Lifetime, SourceLink};
 use ishiki_toolsearch::ToolDef;
 
 use crate::message::{DeltaEntry, ModelError, ModelErrorKind, ToolSpec};
+use crate::runtime::AttachmentInfo;
 use crate::tool::{ToolError, ToolErrorKind};
 
 /// A program attachment's lifetime as projection keeps it (CM-6 → PRJ-4..PRJ-7).
 #[cfg(feature = "codemode")]
-pub(crate) fn lifetime(l: ishiki_codemode::Lifetime) -> ishiki_projection::Lifetime {
-    use ishiki_projection::Lifetime;
+pub(crate) fn lifetime(l: ishiki_codemode::Lifetime) -> Lifetime {
     match l {
         ishiki_codemode::Lifetime::Once => Lifetime::Once,
         ishiki_codemode::Lifetime::Recent => Lifetime::Recent,
         ishiki_codemode::Lifetime::Retain => Lifetime::Retain,
+    }
+}
+
+/// Media the outlet or the asset store persisted, as the attachment record projection keeps
+/// (PRJ-1): `id`, left by `source`, with `lifetime`, created at `created_at` (its `seq` is
+/// assigned when it is stored).
+pub(crate) fn attachment_record(
+    id: String,
+    source: SourceLink,
+    media: &MediaRef,
+    lifetime: Lifetime,
+    created_at: &str,
+) -> AttachmentRecord {
+    AttachmentRecord {
+        id,
+        source,
+        url: media.url.clone(),
+        media_type: media.media_type.clone(),
+        bytes: media.bytes,
+        dimensions: media.dimensions,
+        lifetime,
+        seq: 0,
+        created_at: created_at.to_owned(),
+    }
+}
+
+/// The same media as a call report or an inbound message shows it to the embedder.
+pub(crate) fn attachment_info(media: &MediaRef, lifetime: Lifetime) -> AttachmentInfo {
+    AttachmentInfo {
+        url: media.url.clone(),
+        media_type: media.media_type.clone(),
+        bytes: media.bytes,
+        lifetime,
     }
 }
 

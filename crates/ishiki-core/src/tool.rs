@@ -119,6 +119,13 @@ pub trait Tool: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether codemode programs may call this tool at all (CM-4). Default `true`; the
+    /// built-ins `codemode` (a program cannot start another), `finish` and `wait` (they end the
+    /// model's turn, which only the model does) return `false`.
+    fn callable_from_programs(&self) -> bool {
+        true
+    }
+
     /// A direct call from the model: what the model will read of it. The default runs
     /// [`Tool::execute`] under the call's limits ([`DirectCall::execute`]), renders the raw
     /// result with [`Tool::to_model_output`] and sends it through the outlet

@@ -54,6 +54,11 @@ impl Tool for CodemodeTool {
         ))
     }
 
+    /// A program cannot start another program (CM-4).
+    fn callable_from_programs(&self) -> bool {
+        false
+    }
+
     /// Runs the program in the sandbox the runtime lends the call, with the tools callable now
     /// (CM-1, CM-2); the outcome's display goes through the outlet with the lifetimes its
     /// attachments asked for (CM-5..CM-7).
@@ -136,10 +141,10 @@ fn callable_tools(
     let limits = CallLimits::from_profile(&shared.assembly.profile.tools);
     let mut out: Vec<Arc<dyn CallableTool>> = Vec::new();
     for name in available {
-        if !callable_from_program(&name) {
-            continue;
-        }
-        let Some((def, tool)) = tools.iter().find(|(d, _)| d.name == name) else {
+        let Some((def, tool)) = tools
+            .iter()
+            .find(|(d, t)| d.name == name && t.callable_from_programs())
+        else {
             continue;
         };
         // What programs call: the tool's program-side view when it has one.

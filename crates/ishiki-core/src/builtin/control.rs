@@ -59,4 +59,9 @@ impl Tool for ControlTool {
     fn to_model_output(&self, _raw: &Value) -> Display {
         Display::text(self.reply)
     }
+
+    /// Ending the turn is the model's own act, never a program's (CM-4).
+    fn callable_from_programs(&self) -> bool {
+        false
+    }
 }

@@ -122,13 +122,6 @@ impl Shared {
     }
 }
 
-/// Tools a codemode program may call: everything but `codemode` itself, `finish` and `wait`
-/// (CM-4).
-#[cfg(feature = "codemode")]
-pub(crate) fn callable_from_program(name: &str) -> bool {
-    !matches!(name, "codemode" | "finish" | "wait")
-}
-
 /// The definition of a built-in tool: always resident, origin `builtin`.
 fn builtin_def(name: &str, description: &str, input_schema: Value) -> ToolDef {
     ToolDef {

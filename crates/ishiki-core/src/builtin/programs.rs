@@ -79,8 +79,9 @@ pub(crate) fn check_available(enabled: bool) -> Result<(), RuntimeError> {
 pub(crate) fn insert_tool(tools: &mut Vec<Arc<dyn Tool>>, index: usize, toolsearch_on: bool) {
     let resident: Vec<ToolDef> = tools
         .iter()
+        .filter(|t| t.callable_from_programs())
         .map(|t| t.program_view().unwrap_or_else(|| t.clone()).definition())
-        .filter(|d| (d.resident || !toolsearch_on) && super::callable_from_program(&d.name))
+        .filter(|d| d.resident || !toolsearch_on)
         .collect();
     tools.insert(index, Arc::new(super::CodemodeTool::new(&resident)));
 }

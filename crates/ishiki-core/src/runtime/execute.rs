@@ -153,25 +153,16 @@ impl Runtime {
                 let mut records = Vec::new();
                 let mut infos = Vec::new();
                 for (k, (media, lifetime)) in done.attachments.iter().enumerate() {
-                    infos.push(AttachmentInfo {
-                        url: media.url.clone(),
-                        media_type: media.media_type.clone(),
-                        bytes: media.bytes,
-                        lifetime: *lifetime,
-                    });
-                    records.push(AttachmentRecord {
-                        id: format!("s{step}-{}-att-{}", call.id, k + 1),
-                        source: SourceLink::ToolResult {
+                    infos.push(convert::attachment_info(media, *lifetime));
+                    records.push(convert::attachment_record(
+                        format!("s{step}-{}-att-{}", call.id, k + 1),
+                        SourceLink::ToolResult {
                             call_id: call.id.clone(),
                         },
-                        url: media.url.clone(),
-                        media_type: media.media_type.clone(),
-                        bytes: media.bytes,
-                        dimensions: media.dimensions,
-                        lifetime: *lifetime,
-                        seq: 0,
-                        created_at: now.clone(),
-                    });
+                        media,
+                        *lifetime,
+                        &now,
+                    ));
                 }
                 (
                     CallReport {

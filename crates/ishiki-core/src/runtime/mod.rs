@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ishiki_outlet::{Budget, Outlet};
+use ishiki_outlet::{Budget, MediaRef, Outlet};
 use ishiki_projection::{
     AttachmentConfig, AttachmentContent, AttachmentRecord, DeliveryState, Lifetime, PendingChange,
     ProjectionInput, SourceLink, Verdict,
@@ -28,7 +28,6 @@ use serde_json::{Value, json};
 
 use crate::builtin::{self, Shared};
 use crate::clock::{Clock, SystemClock, rfc3339};
-use crate::decode;
 use crate::message::{
     MediaPart, Message, Model, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
 };
@@ -40,6 +39,7 @@ use crate::store::{
 };
 use crate::text_protocol::{self, Segment};
 use crate::tool::{DirectCall, Tool, ToolContext, ToolErrorKind};
+use crate::{convert, decode};
 
 mod commit;
 mod error;
@@ -195,8 +195,8 @@ pub struct Prepared {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttachmentInfo {
-    /// The resource URL (`artifact://…` or `asset://…`; empty for an inbound image that was not
-    /// downloaded).
+    /// The resource URL (`artifact://…` or `asset://…`; `inbound:<message id>/<n>` for an
+    /// inbound image that was not downloaded).
     pub url: String,
     /// Media type.
     pub media_type: String,
@@ -337,27 +337,14 @@ impl Runtime {
     /// cannot be replaced. The codemode tool's own description does not change (it lists the
     /// tools of the start); programs see the new tool from the next step on.
     pub fn add_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), RuntimeError> {
-        let def = tool.definition();
-        def.validate().map_err(|e| {
-            RuntimeError::new(
-                RuntimeErrorKind::Config,
-                format!("a tool cannot be added: {e}"),
-            )
-        })?;
+        let (def, validator) = checked_definition(tool.as_ref(), "added")?;
         if self.is_builtin(&def.name) {
             return Err(RuntimeError::new(
                 RuntimeErrorKind::Config,
                 format!("the tool `{}` is built in and cannot be replaced", def.name),
             ));
         }
-        let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
-            RuntimeError::new(
-                RuntimeErrorKind::Config,
-                format!("tool `{}` has an invalid input schema: {e}", def.name),
-            )
-        })?;
-        self.validators
-            .insert(def.name.clone(), Arc::new(validator));
+        self.validators.insert(def.name.clone(), validator);
         self.shared.catalog_mut().add(def.clone());
         match self.tools.iter_mut().find(|(d, _)| d.name == def.name) {
             Some(slot) => *slot = (def, tool),
@@ -443,6 +430,28 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// A tool's definition, checked (`ToolDef::validate`) with its input schema compiled: what
+/// registering (`what` = `registered`) and adding after start (`added`) both require.
+fn checked_definition(
+    tool: &dyn Tool,
+    what: &str,
+) -> Result<(ToolDef, Arc<jsonschema::Validator>), RuntimeError> {
+    let def = tool.definition();
+    def.validate().map_err(|e| {
+        RuntimeError::new(
+            RuntimeErrorKind::Config,
+            format!("a tool cannot be {what}: {e}"),
+        )
+    })?;
+    let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
+        RuntimeError::new(
+            RuntimeErrorKind::Config,
+            format!("tool `{}` has an invalid input schema: {e}", def.name),
+        )
+    })?;
+    Ok((def, Arc::new(validator)))
 }
 
 /// The first schema violation, as `at <path>: <message>`.

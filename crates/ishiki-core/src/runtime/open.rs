@@ -87,26 +87,14 @@ impl Runtime {
         let mut validators = HashMap::new();
         let mut seen = BTreeSet::new();
         for tool in &tools {
-            let def = tool.definition();
-            def.validate().map_err(|e| {
-                RuntimeError::new(
-                    RuntimeErrorKind::Config,
-                    format!("a tool cannot be registered: {e}"),
-                )
-            })?;
+            let (def, validator) = checked_definition(tool.as_ref(), "registered")?;
             if !seen.insert(def.name.clone()) {
                 return Err(RuntimeError::new(
                     RuntimeErrorKind::Config,
                     format!("two tools are named `{}`", def.name),
                 ));
             }
-            let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
-                RuntimeError::new(
-                    RuntimeErrorKind::Config,
-                    format!("tool `{}` has an invalid input schema: {e}", def.name),
-                )
-            })?;
-            validators.insert(def.name.clone(), Arc::new(validator));
+            validators.insert(def.name.clone(), validator);
             shared.catalog_mut().add(def);
         }
 

@@ -7,7 +7,7 @@ impl Runtime {
     /// Registers an inbound platform message (PRJ-2): its images become `asset://<UUID v7>`
     /// resources (when within `assets.autoDownloadMaxBytes`, RES-9) and attachment records of
     /// lifetime `once` (unless `messageImageInput` is off). Returns each image as registered;
-    /// the URL is empty for one that was not downloaded.
+    /// one that was not downloaded has the URL `inbound:<message id>/<n>`.
     pub fn add_user_message(
         &mut self,
         id: &str,
@@ -45,26 +45,24 @@ impl Runtime {
                 ));
                 self.not_downloaded
                     .insert(record_id.clone(), reason.clone());
-                inbound.push(AttachmentInfo {
-                    url: url.clone(),
-                    media_type: info.media_type.clone(),
+                let media = MediaRef {
+                    url,
+                    media_type: info.media_type,
                     bytes: size,
-                    lifetime: Lifetime::Once,
-                });
+                    dimensions: info.dimensions,
+                };
+                inbound.push(convert::attachment_info(&media, Lifetime::Once));
+                let source = SourceLink::Message {
+                    message_id: id.to_owned(),
+                };
                 records.push((
-                    AttachmentRecord {
-                        id: record_id,
-                        source: SourceLink::Message {
-                            message_id: id.to_owned(),
-                        },
-                        url,
-                        media_type: info.media_type,
-                        bytes: size,
-                        dimensions: info.dimensions,
-                        lifetime: Lifetime::Once,
-                        seq: 0,
-                        created_at: created_at.clone(),
-                    },
+                    convert::attachment_record(
+                        record_id,
+                        source,
+                        &media,
+                        Lifetime::Once,
+                        &created_at,
+                    ),
                     Some(reason),
                 ));
                 continue;
@@ -83,36 +81,26 @@ impl Runtime {
                 .assets
                 .put_with_id(uuid, bytes, now)
                 .map_err(|e| err(RuntimeErrorKind::Io, "cannot store an inbound image")(&e))?;
-            body.push_str(&format!(
-                "\n{}",
-                ishiki_outlet::marker(&ishiki_outlet::MediaRef {
-                    url: meta.url.clone(),
-                    media_type: meta.media_type.clone(),
-                    bytes: size,
-                    dimensions: meta.dimensions,
-                })
-            ));
-            inbound.push(AttachmentInfo {
-                url: meta.url.clone(),
-                media_type: meta.media_type.clone(),
+            let media = MediaRef {
+                url: meta.url,
+                media_type: meta.media_type,
                 bytes: size,
-                lifetime: Lifetime::Once,
-            });
+                dimensions: meta.dimensions,
+            };
+            body.push_str(&format!("\n{}", ishiki_outlet::marker(&media)));
+            inbound.push(convert::attachment_info(&media, Lifetime::Once));
             if message_images {
+                let source = SourceLink::Message {
+                    message_id: id.to_owned(),
+                };
                 records.push((
-                    AttachmentRecord {
-                        id: record_id,
-                        source: SourceLink::Message {
-                            message_id: id.to_owned(),
-                        },
-                        url: meta.url,
-                        media_type: meta.media_type,
-                        bytes: size,
-                        dimensions: meta.dimensions,
-                        lifetime: Lifetime::Once,
-                        seq: 0,
-                        created_at: created_at.clone(),
-                    },
+                    convert::attachment_record(
+                        record_id,
+                        source,
+                        &media,
+                        Lifetime::Once,
+                        &created_at,
+                    ),
                     None,
                 ));
             }
