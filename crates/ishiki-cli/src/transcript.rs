@@ -152,8 +152,13 @@ impl Event {
     /// Removes every `data` field (base64 media), as `--no-data` asks.
     pub fn strip_data(&mut self) {
         if let Event::Request(r) = self {
+            let has_data = |p: &Part| matches!(p, Part::Image(media) | Part::Audio(media) if media.data.is_some());
+            // Messages are shared with the runtime's history: copy only those with data.
             for m in &mut r.request.messages {
-                for p in &mut m.content {
+                if !m.content.iter().any(has_data) {
+                    continue;
+                }
+                for p in &mut std::sync::Arc::make_mut(m).content {
                     if let Part::Image(media) | Part::Audio(media) = p {
                         media.data = None;
                     }
@@ -367,7 +372,10 @@ pub(crate) fn sample_events() -> Vec<Event> {
                             },
                         ],
                     },
-                ],
+                ]
+                .into_iter()
+                .map(std::sync::Arc::new)
+                .collect(),
             },
         }),
         Event::ModelFailed(ModelFailed {

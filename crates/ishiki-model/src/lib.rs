@@ -44,7 +44,8 @@
 //!         role: Role::User,
 //!         created_at: "2026-01-01T00:00:00Z".into(),
 //!         content: vec![Part::Text { text: "hello".into() }],
-//!     }],
+//!     }
+//!     .into()],
 //! };
 //! let tokio = tokio::runtime::Builder::new_current_thread().build()?;
 //! let response = tokio.block_on(Echo.respond(&request))?;

@@ -4,6 +4,8 @@
 //! These are the shapes a model adapter renders for a particular API and the shapes the
 //! scenario transcript prints, so their serde form is a contract.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// Who speaks a message.
@@ -174,8 +176,10 @@ pub struct ToolSpec {
 pub struct Request {
     /// The direct catalog: resident tools first, discovered tools appended (TS-3).
     pub tools: Vec<ToolSpec>,
-    /// The projected messages.
-    pub messages: Vec<Message>,
+    /// The projected messages. Each is shared with the runtime's history rather than copied, so
+    /// preparing a request costs a pointer per message however long the conversation is; it
+    /// serializes as the message itself.
+    pub messages: Vec<Arc<Message>>,
 }
 
 /// A tool call in a model response.

@@ -2,6 +2,7 @@
 //! and which reasoning parts a request may replay.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use ishiki_model::{DeltaEntry, MediaPart, Message, Part, Reasoning, Request};
 use serde::{Deserialize, Serialize};
@@ -65,11 +66,12 @@ pub struct ReplayReport {
 
 /// The index of the first message of `previous` that `current` does not repeat at the same
 /// position, or `None` when `current` starts with all of `previous` (an append-only step).
-pub fn first_changed(previous: &[Message], current: &[Message]) -> Option<usize> {
+/// Messages the two requests share (the runtime's history) compare by pointer, in O(1).
+pub fn first_changed(previous: &[Arc<Message>], current: &[Arc<Message>]) -> Option<usize> {
     previous
         .iter()
         .zip(current)
-        .position(|(a, b)| a != b)
+        .position(|(a, b)| !Arc::ptr_eq(a, b) && a != b)
         .or_else(|| (current.len() < previous.len()).then_some(current.len()))
 }
 
@@ -87,7 +89,7 @@ pub struct ReplayPlan {
 /// after a pruning keeps the pruning request's bytes as its prefix).
 #[derive(Debug, Clone, Default)]
 pub struct ReplayState {
-    previous: Vec<Message>,
+    previous: Vec<Arc<Message>>,
     dropped: BTreeSet<String>,
 }
 

@@ -41,9 +41,9 @@
 //!     }],
 //!     messages: vec![
 //!         Message { id: "sys".into(), role: Role::System, created_at: "2026-01-01T00:00:00Z".into(),
-//!                   content: vec![Part::Text { text: "Be brief.".into() }] },
+//!                   content: vec![Part::Text { text: "Be brief.".into() }] }.into(),
 //!         Message { id: "m1".into(), role: Role::User, created_at: "2026-01-01T00:00:01Z".into(),
-//!                   content: vec![Part::Text { text: "Read notes.txt".into() }] },
+//!                   content: vec![Part::Text { text: "Read notes.txt".into() }] }.into(),
 //!     ],
 //! };
 //!

@@ -168,7 +168,7 @@ impl Runtime {
             });
         }
         self.history.push(Entry {
-            message: assistant,
+            message: Arc::new(assistant),
             withdrawn: false,
         });
         let calls = planned

@@ -47,7 +47,7 @@ impl Runtime {
             .commit(&batch)
             .map_err(|e| RuntimeError::store("cannot store the tool results", &e))?;
         self.history.push(Entry {
-            message,
+            message: Arc::new(message),
             withdrawn: false,
         });
         self.records.extend(new_records);

@@ -163,7 +163,9 @@ impl RuntimeBuilder {
 
 #[derive(Debug, Clone)]
 struct Entry {
-    message: Message,
+    /// Shared with the requests that carry it: preparing a request clones a pointer, not the
+    /// message (issue 16).
+    message: Arc<Message>,
     withdrawn: bool,
 }
 
@@ -186,7 +188,7 @@ pub struct Prepared {
     /// What the model receives.
     pub request: Request,
     pending: PendingChange,
-    delta: Option<Message>,
+    delta: Option<Arc<Message>>,
     announced: Vec<String>,
 }
 

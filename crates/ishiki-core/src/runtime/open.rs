@@ -126,7 +126,10 @@ impl Runtime {
                     format!("the record's id is `{}`", message.id),
                 ));
             }
-            history.push(Entry { message, withdrawn });
+            history.push(Entry {
+                message: Arc::new(message),
+                withdrawn,
+            });
         }
         let mut records = Vec::new();
         let mut not_downloaded = BTreeMap::new();
@@ -231,7 +234,7 @@ impl Runtime {
             .commit(&batch)
             .map_err(|e| RuntimeError::store("cannot store the interrupted results", &e))?;
         self.history.push(Entry {
-            message,
+            message: Arc::new(message),
             withdrawn: false,
         });
         Ok(())

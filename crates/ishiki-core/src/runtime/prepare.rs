@@ -125,7 +125,7 @@ impl Runtime {
             .commit(&batch)
             .map_err(|e| RuntimeError::store("cannot store the message", &e))?;
         self.history.push(Entry {
-            message,
+            message: Arc::new(message),
             withdrawn: false,
         });
         self.records.extend(new_records);
@@ -330,12 +330,12 @@ impl Runtime {
                     text: ishiki_toolsearch::removed_text(&removed),
                 });
             }
-            Message {
+            Arc::new(Message {
                 id: format!("s{step}-catalog"),
                 role: Role::System,
                 created_at: self.now(),
                 content,
-            }
+            })
         });
         let mut announced = self.announced.clone();
         announced.extend(added.iter().map(|d| d.name.clone()));
@@ -371,7 +371,7 @@ impl Runtime {
             audio_input: self.shared.assembly.audio_input,
         });
 
-        let mut by_source: HashMap<String, Vec<Message>> = HashMap::new();
+        let mut by_source: HashMap<String, Vec<Arc<Message>>> = HashMap::new();
         for m in projection.messages {
             let key = source_key(&m.after);
             let mut content = Vec::new();
@@ -383,12 +383,12 @@ impl Runtime {
                     } => content.push(self.media_part(&url, &media_type)),
                 }
             }
-            by_source.entry(key).or_default().push(Message {
+            by_source.entry(key).or_default().push(Arc::new(Message {
                 id: m.id,
                 role: Role::User,
                 created_at: m.created_at,
                 content,
-            });
+            }));
         }
         let mut messages = Vec::new();
         for entry in self.history.iter().filter(|e| !e.withdrawn) {

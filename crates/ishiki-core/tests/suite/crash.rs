@@ -306,7 +306,7 @@ fn check(request: &Request, facts: &Facts, context: &str) -> Found {
     let by_id: BTreeMap<&str, &Message> = request
         .messages
         .iter()
-        .map(|m| (m.id.as_str(), m))
+        .map(|m| (m.id.as_str(), &**m))
         .collect();
     // No committed record is missing.
     for id in facts.users.keys() {

@@ -55,7 +55,7 @@ pub(crate) fn cases() -> Vec<Case> {
                     messages: r
                         .messages
                         .iter()
-                        .map(|&i| packed.messages[i].clone())
+                        .map(|&i| std::sync::Arc::new(packed.messages[i].clone()))
                         .collect(),
                 },
             });

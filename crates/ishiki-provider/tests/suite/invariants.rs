@@ -158,7 +158,7 @@ fn build(system: bool, events: &[Event], cut: usize) -> Request {
             description: "Read".into(),
             input_schema: json!({ "type": "object" }),
         }],
-        messages,
+        messages: messages.into_iter().map(std::sync::Arc::new).collect(),
     }
 }
 

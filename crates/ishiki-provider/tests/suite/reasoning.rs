@@ -96,7 +96,10 @@ fn tool_loop() -> Request {
                 ],
             ),
             message("s2-tools", Role::Tool, vec![result("c2")]),
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
     }
 }
 
@@ -201,13 +204,15 @@ fn a_pruning_step_drops_reasoning_before_the_first_changed_message_and_says_so()
     let mut request = tool_loop();
     // The first request carried an image in the user message; pruning removed it.
     let mut before = request.clone();
-    before.messages[1].content.push(Part::Image(MediaPart {
-        media_type: "image/png".into(),
-        url: "asset://a.png".into(),
-        bytes: 3,
-        sha256: "00".into(),
-        data: Some("iVBORw==".into()),
-    }));
+    std::sync::Arc::make_mut(&mut before.messages[1])
+        .content
+        .push(Part::Image(MediaPart {
+            media_type: "image/png".into(),
+            url: "asset://a.png".into(),
+            bytes: 3,
+            sha256: "00".into(),
+            data: Some("iVBORw==".into()),
+        }));
     before.messages.truncate(4);
     let mut state = ReplayState::new();
     let first = state.plan(&before);
@@ -228,7 +233,8 @@ fn a_pruning_step_drops_reasoning_before_the_first_changed_message_and_says_so()
     state.advance(&request, &plan);
 
     // A change after the first turn: its reasoning is dropped, the second turn's kept.
-    request.messages[3].content = vec![result("c1"), text("(pruned)")];
+    std::sync::Arc::make_mut(&mut request.messages[3]).content =
+        vec![result("c1"), text("(pruned)")];
     let plan = state.plan(&request);
     assert_eq!(plan.changed_from, Some(3));
     for (provider, body) in [
@@ -265,7 +271,7 @@ fn a_pruning_step_drops_reasoning_before_the_first_changed_message_and_says_so()
     let mut later = request.clone();
     later
         .messages
-        .push(message("m9", Role::User, vec![text("thanks")]));
+        .push(message("m9", Role::User, vec![text("thanks")]).into());
     let next = state.plan(&later);
     assert_eq!(next.changed_from, None);
     assert_eq!(next.reasoning_from, Some(3));
@@ -390,7 +396,7 @@ fn session(events: &[Event]) -> Vec<Request> {
         }
         requests.push(Request {
             tools: tools(),
-            messages: history.clone(),
+            messages: history.iter().cloned().map(std::sync::Arc::new).collect(),
         });
     }
     requests

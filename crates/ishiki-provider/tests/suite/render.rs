@@ -379,7 +379,10 @@ fn sample() -> Request {
                 vec![result("c3", false), result("orphan", false)],
             ),
             msg("att-call-c3", Role::User, vec![image(None)]),
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
     }
 }
 

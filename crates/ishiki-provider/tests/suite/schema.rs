@@ -56,7 +56,7 @@ fn with_reasoning(request: &Request, provider: &str, model: &str) -> Request {
                 "encrypted_content": "gAAAAABo" })]
         };
         for (k, data) in data.into_iter().enumerate() {
-            m.content.insert(
+            std::sync::Arc::make_mut(m).content.insert(
                 k,
                 Part::Reasoning(Reasoning {
                     provider: provider.to_owned(),
