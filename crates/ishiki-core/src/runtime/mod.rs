@@ -8,7 +8,7 @@
 //! - history stores resource references and source links, never a request's display choice
 //!   (PRJ-1): attachment messages are recomputed by the projection for every request.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -417,13 +417,6 @@ fn stored_message(message: &Message) -> Result<StoredMessage, RuntimeError> {
 fn to_json<T: Serialize>(value: &T) -> Result<Value, RuntimeError> {
     serde_json::to_value(value)
         .map_err(|e| err(RuntimeErrorKind::Internal, "cannot serialize state")(&e))
-}
-
-fn source_key(link: &SourceLink) -> String {
-    match link {
-        SourceLink::Message { message_id } => format!("m:{message_id}"),
-        SourceLink::ToolResult { call_id } => format!("c:{call_id}"),
-    }
 }
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {

@@ -170,18 +170,20 @@ impl Runtime {
             .map_err(|e| err(RuntimeErrorKind::Io, "asset cleanup failed")(&e))
     }
 
-    fn active_sources(&self) -> (BTreeSet<String>, BTreeSet<String>) {
-        let mut messages = BTreeSet::new();
-        let mut calls = BTreeSet::new();
+    /// The ids of the user messages and tool results in the active context, borrowed from
+    /// history (a step copies no id).
+    fn active_sources(&self) -> (HashSet<&str>, HashSet<&str>) {
+        let mut messages = HashSet::new();
+        let mut calls = HashSet::new();
         for entry in self.history.iter().filter(|e| !e.withdrawn) {
             match entry.message.role {
                 Role::User => {
-                    messages.insert(entry.message.id.clone());
+                    messages.insert(entry.message.id.as_str());
                 }
                 Role::Tool => {
                     for part in &entry.message.content {
                         if let Part::ToolResult { call_id, .. } = part {
-                            calls.insert(call_id.clone());
+                            calls.insert(call_id.as_str());
                         }
                     }
                 }
@@ -343,8 +345,8 @@ impl Runtime {
 
         let (active_messages, active_calls) = self.active_sources();
         let active = |link: &SourceLink| match link {
-            SourceLink::Message { message_id } => active_messages.contains(message_id),
-            SourceLink::ToolResult { call_id } => active_calls.contains(call_id),
+            SourceLink::Message { message_id } => active_messages.contains(message_id.as_str()),
+            SourceLink::ToolResult { call_id } => active_calls.contains(call_id.as_str()),
         };
         let verdicts: HashMap<String, Verdict> = self
             .records
@@ -371,9 +373,14 @@ impl Runtime {
             audio_input: self.shared.assembly.audio_input,
         });
 
-        let mut by_source: HashMap<String, Vec<Arc<Message>>> = HashMap::new();
+        // Attachment messages go right after their source: a user message or a tool result.
+        let mut after_message: HashMap<String, Vec<Arc<Message>>> = HashMap::new();
+        let mut after_call: HashMap<String, Vec<Arc<Message>>> = HashMap::new();
         for m in projection.messages {
-            let key = source_key(&m.after);
+            let slot = match m.after {
+                SourceLink::Message { message_id } => after_message.entry(message_id),
+                SourceLink::ToolResult { call_id } => after_call.entry(call_id),
+            };
             let mut content = Vec::new();
             for c in m.content {
                 match c {
@@ -383,33 +390,32 @@ impl Runtime {
                     } => content.push(self.media_part(&url, &media_type)),
                 }
             }
-            by_source.entry(key).or_default().push(Arc::new(Message {
+            slot.or_default().push(Arc::new(Message {
                 id: m.id,
                 role: Role::User,
                 created_at: m.created_at,
                 content,
             }));
         }
-        let mut messages = Vec::new();
+        let mut messages = Vec::with_capacity(self.history.len() + 2);
         for entry in self.history.iter().filter(|e| !e.withdrawn) {
             messages.push(entry.message.clone());
-            let keys: Vec<String> = match entry.message.role {
-                Role::User => vec![format!("m:{}", entry.message.id)],
-                Role::Tool => entry
-                    .message
-                    .content
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::ToolResult { call_id, .. } => Some(format!("c:{call_id}")),
-                        _ => None,
-                    })
-                    .collect(),
-                Role::System | Role::Assistant => Vec::new(),
-            };
-            for key in keys {
-                if let Some(attached) = by_source.remove(&key) {
-                    messages.extend(attached);
+            match entry.message.role {
+                Role::User if !after_message.is_empty() => {
+                    if let Some(attached) = after_message.remove(entry.message.id.as_str()) {
+                        messages.extend(attached);
+                    }
                 }
+                Role::Tool if !after_call.is_empty() => {
+                    for part in &entry.message.content {
+                        if let Part::ToolResult { call_id, .. } = part
+                            && let Some(attached) = after_call.remove(call_id.as_str())
+                        {
+                            messages.extend(attached);
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         if let Some(delta) = &delta {
