@@ -27,6 +27,13 @@ impl Runtime {
         let mut body = text.to_owned();
         let mut inbound = Vec::new();
         let mut records = Vec::new();
+        // Every image of the message is a `once` record linked to the message (PRJ-2).
+        let record = |record_id: String, media: &MediaRef| {
+            let source = SourceLink::Message {
+                message_id: id.to_owned(),
+            };
+            convert::attachment_record(record_id, source, media, Lifetime::Once, &created_at)
+        };
         for (k, bytes) in images.iter().enumerate() {
             let info = ishiki_resources::sniff(bytes);
             let size = bytes.len() as u64;
@@ -52,19 +59,7 @@ impl Runtime {
                     dimensions: info.dimensions,
                 };
                 inbound.push(convert::attachment_info(&media, Lifetime::Once));
-                let source = SourceLink::Message {
-                    message_id: id.to_owned(),
-                };
-                records.push((
-                    convert::attachment_record(
-                        record_id,
-                        source,
-                        &media,
-                        Lifetime::Once,
-                        &created_at,
-                    ),
-                    Some(reason),
-                ));
+                records.push((record(record_id, &media), Some(reason)));
                 continue;
             }
             // A replayed clock (a scenario run again on its own state) repeats ids: skip taken
@@ -90,19 +85,7 @@ impl Runtime {
             body.push_str(&format!("\n{}", ishiki_outlet::marker(&media)));
             inbound.push(convert::attachment_info(&media, Lifetime::Once));
             if message_images {
-                let source = SourceLink::Message {
-                    message_id: id.to_owned(),
-                };
-                records.push((
-                    convert::attachment_record(
-                        record_id,
-                        source,
-                        &media,
-                        Lifetime::Once,
-                        &created_at,
-                    ),
-                    None,
-                ));
+                records.push((record(record_id, &media), None));
             }
         }
         let message = Message {
