@@ -3,10 +3,11 @@
 //! The capability crates do not depend on each other, so a concept that crosses a boundary
 //! has a type on each side: a program's attachment lifetime (`ishiki-codemode`) becomes
 //! projection's [`Lifetime`]; persisted media (`ishiki-outlet`'s [`MediaRef`]) becomes an
-//! [`AttachmentRecord`] and the embedder's [`AttachmentInfo`]; a catalog [`ToolDef`] (`ishiki-toolsearch`) becomes the model
-//! boundary's [`ToolSpec`] or [`DeltaEntry`] (`ishiki-model`); a resource, program, outlet or
-//! side-model error becomes the [`ToolError`] the model reads, with its kind. Every such mapping is here, so
-//! a new variant or field is added in one file.
+//! [`AttachmentRecord`] and the embedder's [`AttachmentInfo`]; a catalog [`ToolDef`]
+//! (`ishiki-toolsearch`) becomes the model boundary's [`ToolSpec`] or [`DeltaEntry`]
+//! (`ishiki-model`); a resource, program, outlet or side-model error becomes the [`ToolError`]
+//! the model reads, with its kind. Every such mapping is here, so a new variant or field is
+//! added in one file.
 
 use ishiki_outlet::MediaRef;
 use ishiki_projection::{AttachmentRecord, Lifetime, SourceLink};

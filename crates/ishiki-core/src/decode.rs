@@ -37,14 +37,6 @@ pub(crate) fn damaged(table: &str, row: &str, why: impl std::fmt::Display) -> Ru
     )
 }
 
-/// The error for a row the store itself could not read (its message names table and row).
-pub(crate) fn damaged_store(e: &crate::store::StoreError) -> RuntimeError {
-    RuntimeError::new(
-        RuntimeErrorKind::Damaged,
-        format!("the history store is damaged: {e}"),
-    )
-}
-
 /// Where `stored` holds something `decoded` (its re-encoding) does not, if anywhere.
 fn first_unread(stored: &Value, decoded: &Value, path: &mut String) -> Option<String> {
     match (stored, decoded) {

@@ -102,9 +102,14 @@ impl Runtime {
             Some(store) => store,
             None => state_dir::open_history(dir, b.durability, evidence)?,
         };
-        let stored = store.load().map_err(|e| match e.kind() {
-            StoreErrorKind::Corrupt => decode::damaged_store(&e),
-            _ => RuntimeError::store("cannot load the history store", &e),
+        // A row the store itself could not read is damage (its message names table and row);
+        // RuntimeError::store gives it that kind and keeps the store's own.
+        let stored = store.load().map_err(|e| {
+            let context = match e.kind() {
+                StoreErrorKind::Corrupt => "the history store is damaged",
+                _ => "cannot load the history store",
+            };
+            RuntimeError::store(context, &e)
         })?;
 
         let mut history = Vec::new();
