@@ -159,14 +159,12 @@ fn assembly() -> Assembly {
 
 /// The scripted model: what to answer at `step` of a conversation, with real tool calls.
 fn response(step: u64) -> ModelResponse {
-    let call = |name: &str, input: serde_json::Value| ModelResponse {
-        text: None,
-        calls: vec![ToolCall {
+    let call = |name: &str, input: serde_json::Value| {
+        ModelResponse::from_calls([ToolCall {
             id: format!("c{step}"),
             name: name.to_owned(),
             input,
-        }],
-        ..ModelResponse::default()
+        }])
     };
     match step % 5 {
         1 => call(
@@ -185,11 +183,7 @@ fn response(step: u64) -> ModelResponse {
             "read",
             json!({ "url": "workspace:///home/workspace/pic.png", "lifetime": "once" }),
         ),
-        _ => ModelResponse {
-            text: Some(format!("answer {step}")),
-            calls: Vec::new(),
-            ..ModelResponse::default()
-        },
+        _ => ModelResponse::from_text(format!("answer {step}")),
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use ishiki_core::{
     ModelsDoc, Profile, Runtime, SystemClock, Usage, WorkerSpawn, WorkspaceScheme, assemble,
 };
-use ishiki_provider::{HttpConfig, HttpModel, Protocol, StreamEvent};
+use ishiki_provider::{HttpConfig, HttpModel, ModelFamily, Protocol, StreamEvent, Thinking};
 
 use crate::runner::Exit;
 
@@ -103,7 +103,48 @@ fn model_for(
     let mut config = HttpConfig::new(protocol, base_url, model);
     config.api_key_env = decl.api_key_env.clone();
     config.prompt_cache_key = Some(cache_key(state));
+    apply_capabilities(&mut config, &decl.capabilities);
     HttpModel::new(config).map_err(|e| invalid(format!("models.{main}: {e}")))
+}
+
+/// The model's capability keys over its family's defaults ([`ModelFamily`]): thinking on where
+/// the family thinks adaptively (with summaries shown), reasoning summaries for reasoning
+/// models, the replay rule and `drop_block` safety net where thinking is bound to its prefix.
+fn apply_capabilities(config: &mut HttpConfig, caps: &ishiki_core::ModelCapabilities) {
+    let family = ModelFamily::of(config.protocol, &config.model);
+    config.max_tokens = caps.max_output_tokens.unwrap_or(family.max_output_tokens);
+    config.preserved_thinking = caps.preserved_thinking.unwrap_or(family.preserved_thinking);
+    config.drop_invalid_thinking = caps
+        .drop_invalid_thinking
+        .unwrap_or(config.preserved_thinking && family.known);
+    config.system_messages = caps.system_messages.unwrap_or(family.system_messages);
+    let effort = caps.effort.clone();
+    config.thinking = match (caps.thinking.as_deref(), caps.thinking_budget) {
+        (Some("off"), _) => None,
+        (Some("budget"), Some(budget)) => Some(Thinking::Budget(budget)),
+        (Some("adaptive"), _) => Some(Thinking::Adaptive {
+            effort,
+            summarized: true,
+        }),
+        (_, Some(budget)) if !family.adaptive_thinking => Some(Thinking::Budget(budget)),
+        _ if family.adaptive_thinking => Some(Thinking::Adaptive {
+            effort,
+            summarized: true,
+        }),
+        _ => None,
+    };
+    if config.protocol == Protocol::OpenAiResponses
+        && (family.reasoning || caps.effort.is_some() || caps.reasoning_summary.is_some())
+        && caps.thinking.as_deref() != Some("off")
+    {
+        let mut reasoning = serde_json::Map::new();
+        if let Some(effort) = &caps.effort {
+            reasoning.insert("effort".into(), serde_json::json!(effort));
+        }
+        let summary = caps.reasoning_summary.as_deref().unwrap_or("auto");
+        reasoning.insert("summary".into(), serde_json::json!(summary));
+        config.reasoning = Some(serde_json::Value::Object(reasoning));
+    }
 }
 
 /// The history store `--store` names.
@@ -182,7 +223,14 @@ fn run_inner(
         .enable_all()
         .build()
         .map_err(|e| failed(&e))?;
-    let mut builder = Runtime::builder(assembly, &options.state);
+    // A model that binds thinking to its prefix gets its edits at user turns (ishiki_core::edits).
+    let binds = model.config().protocol == Protocol::Anthropic && model.config().preserved_thinking;
+    let policy = if binds {
+        ishiki_core::EditPolicy::AtUserTurns
+    } else {
+        ishiki_core::EditPolicy::Immediate
+    };
+    let mut builder = Runtime::builder(assembly, &options.state).edit_policy(policy);
     if let Some(url) = &options.store {
         builder = builder.store(history_store(url, &options.conversation)?);
     }
@@ -272,16 +320,24 @@ async fn turn_loop(
             }
         };
         let response = parsed.response;
-        if !streamed && let Some(text) = response.text.as_deref().filter(|t| !t.trim().is_empty()) {
+        if !streamed && let Some(text) = response.text().filter(|t| !t.trim().is_empty()) {
             writeln!(out, "assistant: {text}").map_err(io)?;
         }
         let replay = parsed.replay;
-        if replay.changed_from.is_some() && replay.dropped_before_change > 0 {
+        if let Some(first) = replay.first_dropped {
             writeln!(
                 out,
-                "[step {step}] {} reasoning blocks before message {} left out: the projection changed earlier context",
-                replay.dropped_before_change,
-                replay.changed_from.unwrap_or_default() + 1
+                "[step {step}] {} reasoning blocks from message {} on left out: their earlier context changed since they were made",
+                replay.dropped_changed,
+                first + 1
+            )
+            .map_err(io)?;
+        }
+        if !response.input_transformations.is_empty() {
+            writeln!(
+                out,
+                "[step {step}] the provider dropped {} thinking blocks it could not use",
+                response.input_transformations.len()
             )
             .map_err(io)?;
         }
@@ -352,8 +408,16 @@ fn show(
     match event {
         StreamEvent::Text(text) => {
             if !*streamed {
+                end_line(out)?;
                 write!(out, "assistant: ")?;
                 *streamed = true;
+            }
+            write!(out, "{text}")?;
+            *open_line = !text.ends_with('\n');
+        }
+        StreamEvent::Reasoning(text) => {
+            if !*open_line {
+                write!(out, "thinking: ")?;
             }
             write!(out, "{text}")?;
             *open_line = !text.ends_with('\n');

@@ -369,14 +369,7 @@ impl<'a> Runner<'a> {
                         continue;
                     }
                     runtime
-                        .commit(
-                            prepared,
-                            ModelResponse {
-                                text,
-                                calls,
-                                ..ModelResponse::default()
-                            },
-                        )
+                        .commit(prepared, ModelResponse::from_text_and_calls(text, calls))
                         .map_err(failed)?;
                     let reports = runtime.execute().await.map_err(failed)?;
                     let mut sent = self.platform.drain();

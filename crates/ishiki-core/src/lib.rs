@@ -68,8 +68,8 @@
 //!
 //! let add = ToolCall { id: "c1".into(), name: "add".into(), input: json!({ "a": 2, "b": 3 }) };
 //! let model = Scripted(Mutex::new(vec![
-//!     ModelResponse { text: Some("2 + 3 = 5.".into()), ..Default::default() }, // popped last
-//!     ModelResponse { calls: vec![add], ..Default::default() },
+//!     ModelResponse::from_text("2 + 3 = 5."), // popped last
+//!     ModelResponse::from_calls([add]),
 //! ]));
 //! let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
 //! let reports = tokio.block_on(runtime.step_with(&model))?;
@@ -116,6 +116,7 @@ mod builtin;
 mod clock;
 mod convert;
 mod decode;
+pub mod edits;
 mod guard;
 pub mod located;
 mod platform;
@@ -128,6 +129,7 @@ pub mod text_protocol;
 mod tool;
 
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
+pub use edits::{EditPolicy, EditReport};
 /// The model boundary, from `ishiki-model` (core's modules name it `crate::message`).
 pub(crate) use ishiki_model as message;
 pub use ishiki_model::{
@@ -138,8 +140,8 @@ pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, Vis
 pub use profile::ImageLimits;
 pub use profile::{
     Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, CleanupSection, CodemodeSection,
-    MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelDecl, ModelsDoc, Profile,
-    ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
+    MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelCapabilities, ModelDecl,
+    ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
 };
 pub use rejection::image_rejection;
 pub use runtime::{

@@ -3,8 +3,9 @@
 //! A [`Request`] is what the model receives for one step: the native tool list
 //! ([`ToolSpec`]s) and the projected [`Message`]s, each a list of [`Part`]s (text, images and
 //! audio as [`MediaPart`]s, tool calls and results, catalog deltas, opaque [`Reasoning`]). A
-//! [`ModelResponse`] is what it answered: text, native [`ToolCall`]s, reasoning to replay and
-//! token [`Usage`]. A [`Model`] turns one into the other, failing with a typed [`ModelError`]
+//! [`ModelResponse`] is what it answered: one assistant turn as an ordered list of parts (text
+//! blocks, native [`ToolCall`]s and opaque [`Reasoning`] where the provider put them) and token
+//! [`Usage`]. A [`Model`] turns one into the other, failing with a typed [`ModelError`]
 //! that says whether trying again may help.
 //!
 //! The serde form of these types is a contract: it is what Ishiki's scenario transcripts print
@@ -33,7 +34,7 @@
 //!                 _ => None,
 //!             })
 //!             .ok_or_else(|| ModelError::permanent("the request has no user text"))?;
-//!         Ok(ModelResponse { text: Some(text), ..Default::default() })
+//!         Ok(ModelResponse::from_text(text))
 //!     }
 //! }
 //!
@@ -49,7 +50,7 @@
 //! };
 //! let tokio = tokio::runtime::Builder::new_current_thread().build()?;
 //! let response = tokio.block_on(Echo.respond(&request))?;
-//! assert_eq!(response.text.as_deref(), Some("hello"));
+//! assert_eq!(response.text().as_deref(), Some("hello"));
 //!
 //! let empty = Request { tools: Vec::new(), messages: Vec::new() };
 //! let error = tokio.block_on(Echo.respond(&empty)).unwrap_err();

@@ -129,6 +129,13 @@ pub struct Reasoning {
     pub model: String,
     /// The block or item, verbatim.
     pub data: serde_json::Value,
+    /// What the block is bound to: a digest of the request prefix it was made after (the
+    /// provider's tools, system and earlier messages as rendered, without cache markers), set
+    /// by the provider adapter that received it. A renderer replays the block only while the
+    /// prefix it renders before the block has the same digest; `None` (history written before
+    /// digests existed) is never replayed, since nothing proves its prefix unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
 }
 
 /// Token counts a provider reported for one model request (zero where it reported nothing).
@@ -193,20 +200,149 @@ pub struct ToolCall {
     pub input: serde_json::Value,
 }
 
-/// What the model answered.
+/// What the model answered: one assistant turn as the provider sent it.
+///
+/// `parts` keeps the turn's order: text blocks stay separate, reasoning and tool calls stand
+/// where the provider put them (an Anthropic turn `thinking, tool_use, thinking, text,
+/// tool_use`, a Responses output `reasoning, function_call, reasoning, function_call`). The
+/// runtime commits the parts in this order and every renderer replays them in it, since
+/// today's reasoning models check each reasoning block against everything before it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelResponse {
-    /// Text, if any. With the text protocol (TP-1) tool calls are parsed out of it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
-    /// Native tool calls.
+    /// The turn, in order: [`Part::Text`], [`Part::Reasoning`] and [`Part::ToolCall`] only.
+    /// With the text protocol (TP-1) tool calls are parsed out of the text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub calls: Vec<ToolCall>,
-    /// Reasoning blocks, in the order the provider sent them; committed verbatim at the start
-    /// of the assistant message.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasoning: Vec<Reasoning>,
+    pub parts: Vec<Part>,
     /// Token usage, when the provider reported it; committed with the assistant message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// What the provider says it changed in the request before the model saw it (Anthropic's
+    /// `input_transformations`: thinking blocks dropped because their prefix changed), verbatim.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_transformations: Vec<serde_json::Value>,
+}
+
+impl ModelResponse {
+    /// A response of one text block.
+    pub fn from_text(text: impl Into<String>) -> Self {
+        Self {
+            parts: vec![Part::Text { text: text.into() }],
+            ..Self::default()
+        }
+    }
+
+    /// A response of these native tool calls, in order.
+    pub fn from_calls(calls: impl IntoIterator<Item = ToolCall>) -> Self {
+        Self {
+            parts: calls
+                .into_iter()
+                .map(|c| Part::ToolCall {
+                    id: c.id,
+                    name: c.name,
+                    input: c.input,
+                })
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// A response of an optional text block followed by native tool calls (the shape of a
+    /// Chat Completions answer and of a scripted step).
+    pub fn from_text_and_calls(
+        text: Option<String>,
+        calls: impl IntoIterator<Item = ToolCall>,
+    ) -> Self {
+        let mut response = Self::from_calls(calls);
+        if let Some(text) = text {
+            response.parts.insert(0, Part::Text { text });
+        }
+        response
+    }
+
+    /// The text blocks joined (what a person reads), or `None` when there is no text.
+    pub fn text(&self) -> Option<String> {
+        let text: String = self
+            .parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        (!text.is_empty()).then_some(text)
+    }
+
+    /// The native tool calls, in order.
+    pub fn calls(&self) -> Vec<ToolCall> {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::ToolCall { id, name, input } => Some(ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The reasoning blocks, in order.
+    pub fn reasoning(&self) -> impl Iterator<Item = &Reasoning> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Reasoning(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// The reasoning blocks, in order, to change in place (an adapter stamps them).
+    pub fn reasoning_mut(&mut self) -> impl Iterator<Item = &mut Reasoning> {
+        self.parts.iter_mut().filter_map(|p| match p {
+            Part::Reasoning(r) => Some(r),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_response_keeps_its_parts_in_the_order_received() {
+        let thinking = |t: &str| {
+            Part::Reasoning(Reasoning {
+                provider: "anthropic".into(),
+                model: "m".into(),
+                data: json!({ "type": "thinking", "thinking": t, "signature": "s" }),
+                prefix: None,
+            })
+        };
+        let call = |id: &str| Part::ToolCall {
+            id: id.into(),
+            name: "read".into(),
+            input: json!({}),
+        };
+        let text = |t: &str| Part::Text { text: t.into() };
+        let response = ModelResponse {
+            parts: vec![
+                thinking("a"),
+                call("c1"),
+                thinking("b"),
+                text("First block."),
+                text("Second block."),
+                call("c2"),
+            ],
+            ..ModelResponse::default()
+        };
+        let back: ModelResponse =
+            serde_json::from_value(serde_json::to_value(&response).unwrap()).unwrap();
+        assert_eq!(back, response);
+        assert_eq!(back.text().as_deref(), Some("First block.Second block."));
+        let ids: Vec<String> = back.calls().into_iter().map(|c| c.id).collect();
+        assert_eq!(ids, ["c1", "c2"]);
+        assert_eq!(back.reasoning().count(), 2);
+        assert_eq!(ModelResponse::from_text("").text(), None);
+    }
 }

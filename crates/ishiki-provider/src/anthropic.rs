@@ -11,10 +11,17 @@
 //!   there is no message yet, a one-line user text stands before it;
 //! - images become base64 `image` blocks; audio and media without data become text markers;
 //!   empty texts are dropped (the API rejects empty text blocks);
-//! - reasoning parts (`thinking`, `redacted_thinking` with their `signature`) made by this
-//!   model are replayed verbatim where they stand, never carrying a cache marker; those of another
-//!   provider or model, and those before the first message the projection changed since the
-//!   previous request ([`AnthropicOptions::reasoning_from`]), are dropped, never edited.
+//! - later system messages become mid-conversation `role: "system"` messages where the model
+//!   takes them ([`AnthropicOptions::system_messages`]) and the API allows one there (after a
+//!   user message, not right before one or right after an assistant turn); elsewhere they are
+//!   user text blocks where they stand, so nothing earlier changes;
+//! - an assistant turn is replayed in the order it was received: text blocks, `tool_use` and
+//!   reasoning parts (`thinking`, `redacted_thinking` with their `signature`) where they stood,
+//!   reasoning never carrying a cache marker. Reasoning of another provider or model is
+//!   dropped, and so is reasoning whose prefix changed since it was made ([`crate::replay`]:
+//!   that block and every later one made before the change); nothing is ever edited;
+//! - on models with preserved thinking ([`AnthropicOptions::drop_invalid_thinking`]) the body
+//!   asks the API to drop, not refuse, a block whose prefix check fails, as a safety net.
 //!
 //! # Cache breakpoints
 //!
@@ -36,12 +43,13 @@
 
 use std::collections::BTreeSet;
 
-use ishiki_model::{Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall, Usage};
+use ishiki_model::{Message, ModelResponse, Part, Reasoning, Request, Role, Usage};
 use serde_json::{Map, Value, json};
 
-use crate::common::{delta_text, has_text, is_attachment, keeps, media_marker};
+use crate::common::{ReplayReport, delta_text, has_text, is_attachment, is_own, media_marker};
 use crate::error::{ProviderError, ProviderErrorKind};
 use crate::parsed::ParsedResponse;
+use crate::replay::Prefix;
 
 /// How to render for the Anthropic Messages API.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,25 +60,65 @@ pub struct AnthropicOptions {
     pub max_tokens: u32,
     /// Place `cache_control` breakpoints (see the module docs).
     pub cache: bool,
-    /// The first message whose reasoning may be replayed (see
-    /// [`ReplayState::plan`](crate::ReplayState::plan)); reasoning before it is dropped.
-    pub reasoning_from: Option<usize>,
-    /// `thinking.budget_tokens`: asks for extended thinking when set.
-    pub thinking_budget: Option<u32>,
+    /// The `thinking` parameter, if any.
+    pub thinking: Option<Thinking>,
+    /// The model binds each thinking block to its prefix (preserved thinking: Claude Fable and
+    /// Mythos 5.1 and 5.2, Opus, Sonnet and Haiku 5.5). Then a block is replayed only while its
+    /// prefix is unchanged ([`crate::replay`]); otherwise every block of this model is replayed
+    /// (older models check a block's own signature only).
+    pub preserved_thinking: bool,
+    /// Send `thinking.block_binding.prefix_mismatch_behavior: "drop_block"` (with the beta
+    /// header [`THINKING_BINDING_BETA`]): on models with preserved thinking the API then drops a
+    /// thinking block whose prefix changed instead of refusing the request, and lists it in the
+    /// response's `input_transformations`. A safety net: the replay rule already leaves such
+    /// blocks out.
+    pub drop_invalid_thinking: bool,
+    /// Render later system messages as mid-conversation `role: "system"` messages where the
+    /// API allows one (models that take them); otherwise they are user text. A catalog delta
+    /// in such a message adds its tools natively (`tool_addition` blocks with the tool's
+    /// definition, beta [`INLINE_TOOLS_BETA`]) instead of growing `tools`, so the prefix of
+    /// every earlier thinking block stays.
+    pub system_messages: bool,
+}
+
+/// The beta header value that lets a `tool_addition` block define its tool inline.
+pub const INLINE_TOOLS_BETA: &str = "inline-tools-2026-09-15";
+
+/// The beta header value that enables `thinking.block_binding`.
+pub const THINKING_BINDING_BETA: &str = "thinking-binding-controls-2026-08-01";
+
+/// The `thinking` parameter of a Messages request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Thinking {
+    /// `{type: "enabled", budget_tokens}`: extended thinking on models before Opus 4.7 (newer
+    /// families refuse it).
+    Budget(u32),
+    /// `{type: "adaptive"}` with `output_config.effort` when set (`low`, `medium`, `high`,
+    /// `max`): the model decides how much to think.
+    Adaptive {
+        /// `output_config.effort`.
+        effort: Option<String>,
+        /// `display: "summarized"`: the thinking text comes back summarized (newer models
+        /// omit it by default); not part of the prefix check.
+        summarized: bool,
+    },
 }
 
 /// The provider tag of reasoning parts this API makes.
 pub const ANTHROPIC: &str = "anthropic";
 
 impl AnthropicOptions {
-    /// Options for `model` with `max_tokens` and caching on.
+    /// Options for `model` with `max_tokens` and caching on, no thinking parameter, and thinking
+    /// replayed as on a model that binds it to its prefix (the rule that never gets a 400).
     pub fn new(model: impl Into<String>, max_tokens: u32) -> Self {
         Self {
             model: model.into(),
             max_tokens,
             cache: true,
-            reasoning_from: None,
-            thinking_budget: None,
+            thinking: None,
+            preserved_thinking: true,
+            drop_invalid_thinking: false,
+            system_messages: false,
         }
     }
 }
@@ -83,11 +131,29 @@ struct Block {
     attachment: bool,
     tool_result: bool,
     /// A replayed reasoning block: never marked, never edited.
-    reasoning: bool,
+    reasoning: Option<Reasoning>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Speaker {
+    User,
+    Assistant,
+    /// A mid-conversation system message.
+    System,
+}
+
+impl Speaker {
+    fn role(self) -> &'static str {
+        match self {
+            Speaker::User => "user",
+            Speaker::Assistant => "assistant",
+            Speaker::System => "system",
+        }
+    }
 }
 
 struct Turn {
-    assistant: bool,
+    speaker: Speaker,
     blocks: Vec<Block>,
 }
 
@@ -97,6 +163,15 @@ fn text_block(text: String) -> Option<Value> {
 
 /// Renders a Messages API request body.
 pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value {
+    render_anthropic_with_report(request, options).0
+}
+
+/// [`render_anthropic`], and what it did with the request's reasoning parts.
+pub fn render_anthropic_with_report(
+    request: &Request,
+    options: &AnthropicOptions,
+) -> (Value, ReplayReport) {
+    let mut report = ReplayReport::default();
     let leading = request
         .messages
         .iter()
@@ -112,31 +187,75 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
 
     let mut turns: Vec<Turn> = Vec::new();
     let mut last_assistant = None;
+    let mut natively_added: BTreeSet<String> = BTreeSet::new();
     for (index, message) in request.messages.iter().enumerate().skip(leading) {
-        let assistant = message.role == Role::Assistant;
-        if assistant {
+        let speaker = match message.role {
+            Role::Assistant => Speaker::Assistant,
+            // The API takes a system message (or a run of them) right after a user turn and
+            // before an assistant turn or at the end; anywhere else it answers 400, so it
+            // stays user text there.
+            Role::System
+                if options.system_messages
+                    && turns
+                        .last()
+                        .is_some_and(|t| matches!(t.speaker, Speaker::User | Speaker::System))
+                    && request.messages[index + 1..]
+                        .iter()
+                        .find(|next| next.role != Role::System)
+                        .is_none_or(|next| next.role == Role::Assistant) =>
+            {
+                Speaker::System
+            }
+            Role::System | Role::User | Role::Tool => Speaker::User,
+        };
+        if speaker == Speaker::Assistant {
             last_assistant = Some(index);
         }
         // Calls a tool_result may answer: those of the assistant turn just before.
         let open_calls: BTreeSet<String> = match turns.last() {
-            Some(turn) if turn.assistant => turn
+            Some(turn) if turn.speaker == Speaker::Assistant => turn
                 .blocks
                 .iter()
                 .filter_map(|b| b.value.get("id").and_then(Value::as_str).map(str::to_owned))
                 .collect(),
             _ => BTreeSet::new(),
         };
-        let blocks = blocks_of(message, index, &open_calls, options);
+        let mut blocks = blocks_of(message, index, &open_calls, options, &mut report);
+        if speaker == Speaker::System {
+            // Tools a catalog delta announces join natively, in the delta's own message.
+            let mut additions = Vec::new();
+            for part in &message.content {
+                if let Part::CatalogDelta { added } = part {
+                    for entry in added {
+                        natively_added.insert(entry.name.clone());
+                        additions.push(Block {
+                            value: json!({ "type": "tool_addition", "tool": {
+                                "type": "tool_definition",
+                                "definition": { "name": entry.name,
+                                    "description": entry.description,
+                                    "input_schema": entry.input_schema } } }),
+                            origin: index,
+                            attachment: false,
+                            tool_result: false,
+                            reasoning: None,
+                        });
+                    }
+                }
+            }
+            blocks.splice(0..0, additions);
+        }
         if blocks.is_empty() {
             continue;
         }
         match turns.last_mut() {
-            Some(turn) if turn.assistant == assistant => {
+            Some(turn) if turn.speaker == speaker && speaker != Speaker::System => {
                 turn.blocks.extend(blocks);
-                // The API wants tool results first in a user message; the sort is stable.
-                turn.blocks.sort_by_key(|b| !b.tool_result);
+                if speaker == Speaker::User {
+                    // The API wants tool results first in a user message; the sort is stable.
+                    turn.blocks.sort_by_key(|b| !b.tool_result);
+                }
             }
-            _ => turns.push(Turn { assistant, blocks }),
+            _ => turns.push(Turn { speaker, blocks }),
         }
     }
 
@@ -144,7 +263,7 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
     // session may start without any message.
     let opening = match turns.first() {
         None => Some("[no messages yet]"),
-        Some(turn) if turn.assistant => Some("[earlier messages are not shown]"),
+        Some(turn) if turn.speaker != Speaker::User => Some("[earlier messages are not shown]"),
         Some(_) => None,
     };
     if let Some(text) = opening {
@@ -154,12 +273,12 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
             origin: leading,
             attachment: false,
             tool_result: false,
-            reasoning: false,
+            reasoning: None,
         };
         turns.insert(
             0,
             Turn {
-                assistant: false,
+                speaker: Speaker::User,
                 blocks: vec![block],
             },
         );
@@ -168,8 +287,47 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
     let mut tools: Vec<Value> = request
         .tools
         .iter()
+        .filter(|t| !natively_added.contains(&t.name))
         .map(|t| json!({ "name": t.name, "description": t.description, "input_schema": t.input_schema }))
         .collect();
+
+    // The replay rule (crate::replay): the prefix is fed in the order the API reads it, and a
+    // reasoning block stays only where the prefix before its turn is the one it was made on.
+    let mut prefix = Prefix::default();
+    for unit in tools.iter().chain(&system) {
+        prefix.push(unit);
+    }
+    for turn in &mut turns {
+        prefix.push_role(turn.speaker.role());
+        let start = prefix.digest();
+        let mut dropped = false;
+        turn.blocks.retain(|b| match &b.reasoning {
+            Some(r) if options.preserved_thinking && !Prefix::keeps(&start, r) => {
+                report.dropped_changed += 1;
+                report.first_dropped.get_or_insert(b.origin);
+                dropped = true;
+                false
+            }
+            Some(_) => {
+                report.kept += 1;
+                true
+            }
+            None => true,
+        });
+        if dropped && turn.blocks.is_empty() {
+            // A turn of nothing but invalid thinking: the API refuses an empty message.
+            turn.blocks.push(Block {
+                value: json!({ "type": "text", "text": "[reasoning not shown]" }),
+                origin: usize::MAX,
+                attachment: false,
+                tool_result: false,
+                reasoning: None,
+            });
+        }
+        for block in &turn.blocks {
+            prefix.push(&block.value);
+        }
+    }
 
     if options.cache {
         let marker = || json!({ "type": "ephemeral" });
@@ -205,7 +363,7 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
             if let Some(Value::Object(block)) = turns
                 .get_mut(t)
                 .and_then(|x| x.blocks.get_mut(b))
-                .filter(|x| !x.reasoning)
+                .filter(|x| x.reasoning.is_none())
                 .map(|x| &mut x.value)
             {
                 block.insert("cache_control".into(), marker());
@@ -217,7 +375,7 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
         .into_iter()
         .map(|turn| {
             json!({
-                "role": if turn.assistant { "assistant" } else { "user" },
+                "role": turn.speaker.role(),
                 "content": turn.blocks.into_iter().map(|b| b.value).collect::<Vec<_>>(),
             })
         })
@@ -225,11 +383,29 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
     let mut body = Map::new();
     body.insert("model".into(), json!(options.model));
     body.insert("max_tokens".into(), json!(options.max_tokens));
-    if let Some(budget) = options.thinking_budget {
-        body.insert(
-            "thinking".into(),
-            json!({ "type": "enabled", "budget_tokens": budget }),
-        );
+    let mut thinking = match &options.thinking {
+        Some(Thinking::Budget(budget)) => {
+            json!({ "type": "enabled", "budget_tokens": budget })
+        }
+        Some(Thinking::Adaptive { effort, summarized }) => {
+            if let Some(effort) = effort {
+                body.insert("output_config".into(), json!({ "effort": effort }));
+            }
+            if *summarized {
+                json!({ "type": "adaptive", "display": "summarized" })
+            } else {
+                json!({ "type": "adaptive" })
+            }
+        }
+        // Preserved-thinking models think adaptively by default: naming it changes nothing.
+        None if options.drop_invalid_thinking => json!({ "type": "adaptive" }),
+        None => Value::Null,
+    };
+    if options.drop_invalid_thinking && thinking.is_object() {
+        thinking["block_binding"] = json!({ "prefix_mismatch_behavior": "drop_block" });
+    }
+    if !thinking.is_null() {
+        body.insert("thinking".into(), thinking);
     }
     if !system.is_empty() {
         body.insert("system".into(), Value::Array(system));
@@ -238,7 +414,50 @@ pub fn render_anthropic(request: &Request, options: &AnthropicOptions) -> Value 
     if !tools.is_empty() {
         body.insert("tools".into(), Value::Array(tools));
     }
-    Value::Object(body)
+    (Value::Object(body), report)
+}
+
+/// The `anthropic-beta` values a rendered body needs: [`INLINE_TOOLS_BETA`] when it adds a tool
+/// inline.
+pub fn anthropic_betas(body: &Value) -> Vec<&'static str> {
+    let inline = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "system")
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .any(|b| b["type"] == "tool_addition");
+    if inline {
+        vec![INLINE_TOOLS_BETA]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The digest of `body`'s prefix as [`render_anthropic`] feeds it, followed by a new assistant
+/// turn: the stamp of the reasoning in the response to `body` (see [`crate::replay`]).
+pub(crate) fn anthropic_response_prefix(body: &Value) -> String {
+    let list = |value: Option<&Value>| value.and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut prefix = Prefix::default();
+    for unit in list(body.get("tools"))
+        .iter()
+        .chain(&list(body.get("system")))
+    {
+        prefix.push(unit);
+    }
+    for message in list(body.get("messages")) {
+        prefix.push_role(
+            message
+                .get("role")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        );
+        for block in list(message.get("content")) {
+            prefix.push(&block);
+        }
+    }
+    prefix.push_role("assistant");
+    prefix.digest()
 }
 
 /// The position of the stable end among the blocks of messages before `limit`: the last block
@@ -279,6 +498,7 @@ fn blocks_of(
     origin: usize,
     open_calls: &BTreeSet<String>,
     options: &AnthropicOptions,
+    report: &mut ReplayReport,
 ) -> Vec<Block> {
     let with_text = has_text(&message.content);
     let attachment = message.role == Role::User && is_attachment(&message.id);
@@ -287,19 +507,18 @@ fn blocks_of(
         origin,
         attachment,
         tool_result,
-        reasoning: false,
+        reasoning: None,
     };
     let mut out = Vec::new();
     for part in &message.content {
         match (message.role, part) {
-            (Role::Assistant, Part::Reasoning(r))
-                if keeps(r, origin, ANTHROPIC, &options.model, options.reasoning_from) =>
-            {
+            (Role::Assistant, Part::Reasoning(r)) if is_own(r, ANTHROPIC, &options.model) => {
                 out.push(Block {
-                    reasoning: true,
+                    reasoning: Some(r.clone()),
                     ..block(r.data.clone(), false)
                 });
             }
+            (_, Part::Reasoning(_)) => report.dropped_foreign += 1,
             (Role::Assistant, Part::ToolCall { id, name, input }) => out.push(block(
                 json!({ "type": "tool_use", "id": id, "name": name, "input": input }),
                 false,
@@ -372,23 +591,23 @@ pub fn parse_anthropic_response(body: &Value) -> Result<ParsedResponse, Provider
         .get("model")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let mut texts = Vec::new();
-    let mut calls = Vec::new();
-    let mut reasoning = Vec::new();
+    crate::common::check_items(content.len(), "content blocks")?;
+    let mut parts = Vec::new();
     for (k, block) in content.iter().enumerate() {
         let kind = block.get("type").and_then(Value::as_str).ok_or_else(|| {
             ProviderError::malformed(format!("anthropic content block {k} has no `type`"))
         })?;
         match kind {
-            "text" => texts.push(
-                block
+            // Each text block stays a part of its own: replayed as received.
+            "text" => parts.push(Part::Text {
+                text: block
                     .get("text")
                     .and_then(Value::as_str)
                     .ok_or_else(|| {
                         ProviderError::malformed(format!("anthropic text block {k} has no `text`"))
                     })?
                     .to_owned(),
-            ),
+            }),
             "tool_use" => {
                 let field = |name: &str| {
                     block.get(name).and_then(Value::as_str).ok_or_else(|| {
@@ -397,22 +616,28 @@ pub fn parse_anthropic_response(body: &Value) -> Result<ParsedResponse, Provider
                         ))
                     })
                 };
-                calls.push(ToolCall {
+                parts.push(Part::ToolCall {
                     id: field("id")?.to_owned(),
                     name: field("name")?.to_owned(),
                     input: block.get("input").cloned().unwrap_or_else(|| json!({})),
                 });
             }
-            // Kept verbatim: the API checks their signatures when they come back.
-            "thinking" | "redacted_thinking" => reasoning.push(Reasoning {
+            // Kept verbatim, in place: the API checks their signatures when they come back.
+            "thinking" | "redacted_thinking" => parts.push(Part::Reasoning(Reasoning {
                 provider: ANTHROPIC.to_owned(),
                 model: model.to_owned(),
                 data: block.clone(),
-            }),
+                prefix: None,
+            })),
             // Server-tool blocks carry nothing the runtime commits.
             _ => {}
         }
     }
+    let input_transformations = body
+        .get("input_transformations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let stop_reason = body
         .get("stop_reason")
         .and_then(Value::as_str)
@@ -430,13 +655,11 @@ pub fn parse_anthropic_response(body: &Value) -> Result<ParsedResponse, Provider
             cache_write_tokens: write,
         }
     });
-    let text = texts.concat();
     Ok(ParsedResponse {
         response: ModelResponse {
-            text: (!text.is_empty()).then_some(text),
-            calls,
-            reasoning,
+            parts,
             usage,
+            input_transformations,
         },
         stop_reason,
         usage: usage.unwrap_or_default(),

@@ -1,11 +1,9 @@
 //! Helpers the renderers share: markers for media an API cannot take, catalog deltas as text,
-//! and which reasoning parts a request may replay.
+//! and what a render did with the request's reasoning.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-
-use ishiki_model::{DeltaEntry, MediaPart, Message, Part, Reasoning, Request};
+use ishiki_model::{DeltaEntry, MediaPart, Part, Reasoning};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The text shown instead of media the target cannot carry (no data, or an unsupported kind).
 pub(crate) fn media_marker(kind: &str, media: &MediaPart, why: &str) -> String {
@@ -56,118 +54,85 @@ pub struct ReplayReport {
     pub kept: usize,
     /// Parts dropped because another provider or model made them.
     pub dropped_foreign: usize,
-    /// Parts dropped because they stand before the first message the projection changed
-    /// (in this request or an earlier one): dropping them is the one edit the providers allow.
-    pub dropped_before_change: usize,
-    /// Index of the first message this request changed, when the projection changed earlier
-    /// context since the previous request.
-    pub changed_from: Option<usize>,
+    /// Parts dropped because their prefix changed since they were made (or they carry no
+    /// stamp): the provider would refuse them (see [`crate::replay`]).
+    pub dropped_changed: usize,
+    /// The index of the first message whose reasoning was dropped because its prefix changed.
+    pub first_dropped: Option<usize>,
 }
 
-/// The index of the first message of `previous` that `current` does not repeat at the same
-/// position, or `None` when `current` starts with all of `previous` (an append-only step).
-/// Messages the two requests share (the runtime's history) compare by pointer, in O(1).
-pub fn first_changed(previous: &[Arc<Message>], current: &[Arc<Message>]) -> Option<usize> {
-    previous
-        .iter()
-        .zip(current)
-        .position(|(a, b)| !Arc::ptr_eq(a, b) && a != b)
-        .or_else(|| (current.len() < previous.len()).then_some(current.len()))
+/// Whether `reasoning` was made by `provider`'s `model` (only then may it be replayed).
+pub(crate) fn is_own(reasoning: &Reasoning, provider: &str, model: &str) -> bool {
+    reasoning.provider == provider && reasoning.model == model
 }
 
-/// Where a request's reasoning may be replayed from (see [`ReplayState::plan`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReplayPlan {
-    /// The first message this request changed since the previous one, if any.
-    pub changed_from: Option<usize>,
-    /// The first message whose reasoning may be replayed; reasoning before it is dropped.
-    pub reasoning_from: Option<usize>,
-}
-
-/// What a model remembers between requests to replay reasoning safely: the previous request's
-/// messages, and which messages' reasoning was left out once (it stays out, so the request
-/// after a pruning keeps the pruning request's bytes as its prefix).
-#[derive(Debug, Clone, Default)]
-pub struct ReplayState {
-    previous: Vec<Arc<Message>>,
-    dropped: BTreeSet<String>,
-}
-
-impl ReplayState {
-    /// A state before the first request.
-    pub fn new() -> Self {
-        Self::default()
+/// Refuses a response of more than [`MAX_STREAM_ITEMS`](crate::MAX_STREAM_ITEMS) blocks, items
+/// or calls, streamed or not: one bound for every path.
+pub(crate) fn check_items(count: usize, what: &str) -> Result<(), crate::ProviderError> {
+    if count > crate::MAX_STREAM_ITEMS {
+        return Err(crate::ProviderError::malformed(format!(
+            "the response has {count} {what}, more than {} (the limit of one response)",
+            crate::MAX_STREAM_ITEMS
+        )));
     }
+    Ok(())
+}
 
-    /// The plan for `request`: reasoning is replayed from the first message the projection
-    /// changed since the previous request, and never before a message whose reasoning was
-    /// dropped earlier.
-    pub fn plan(&self, request: &Request) -> ReplayPlan {
-        let changed_from = first_changed(&self.previous, &request.messages);
-        let after_dropped = request
-            .messages
-            .iter()
-            .rposition(|m| self.dropped.contains(&m.id))
-            .map(|i| i + 1);
-        ReplayPlan {
-            changed_from,
-            reasoning_from: changed_from.max(after_dropped),
+/// Parses JSON from a provider, replacing each lone UTF-16 surrogate escape (`\ud800` without
+/// its pair, which serde_json refuses) with U+FFFD first, as codemode does for program values:
+/// one bad escape in a long answer must not fail the step for good.
+pub(crate) fn parse_json(text: &str) -> Result<Value, serde_json::Error> {
+    match serde_json::from_str(text) {
+        Err(error) if text.contains("\\u") => {
+            serde_json::from_str(&replace_lone_surrogates(text)).map_err(|_| error)
         }
-    }
-
-    /// Records that `request`, rendered with `plan`, got an answer.
-    pub fn advance(&mut self, request: &Request, plan: &ReplayPlan) {
-        let from = plan.reasoning_from.unwrap_or(0).min(request.messages.len());
-        for message in &request.messages[..from] {
-            if message
-                .content
-                .iter()
-                .any(|p| matches!(p, Part::Reasoning(_)))
-            {
-                self.dropped.insert(message.id.clone());
-            }
-        }
-        self.previous.clone_from(&request.messages);
+        other => other,
     }
 }
 
-/// Whether the reasoning part `reasoning` of message `index` is replayed to `provider`/`model`
-/// when reasoning is replayed from message `from` on.
-pub(crate) fn keeps(
-    reasoning: &Reasoning,
-    index: usize,
-    provider: &str,
-    model: &str,
-    from: Option<usize>,
-) -> bool {
-    reasoning.provider == provider && reasoning.model == model && from.is_none_or(|c| index >= c)
-}
-
-/// Counts what a renderer for `provider`/`model` does with the reasoning parts of `request`
-/// under `plan`.
-pub fn reasoning_replay(
-    request: &Request,
-    provider: &str,
-    model: &str,
-    plan: &ReplayPlan,
-) -> ReplayReport {
-    let mut report = ReplayReport {
-        changed_from: plan.changed_from,
-        ..ReplayReport::default()
+fn replace_lone_surrogates(text: &str) -> String {
+    let hex = |at: usize| -> Option<u16> {
+        let digits = text.get(at..at + 4)?;
+        u16::from_str_radix(digits, 16).ok()
     };
-    for (index, message) in request.messages.iter().enumerate() {
-        for part in &message.content {
-            let Part::Reasoning(r) = part else { continue };
-            if r.provider != provider || r.model != model {
-                report.dropped_foreign += 1;
-            } else if keeps(r, index, provider, model, plan.reasoning_from) {
-                report.kept += 1;
-            } else {
-                report.dropped_before_change += 1;
+    let escape = |at: usize| -> Option<u16> {
+        (text.get(at..at + 2) == Some("\\u"))
+            .then(|| hex(at + 2))
+            .flatten()
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(offset) = text[at..].find('\\') {
+        let here = at + offset;
+        out.push_str(&text[at..here]);
+        match escape(here) {
+            Some(0xD800..=0xDBFF) => match escape(here + 6) {
+                Some(0xDC00..=0xDFFF) => {
+                    out.push_str(&text[here..here + 12]);
+                    at = here + 12;
+                }
+                _ => {
+                    out.push_str("\\ufffd");
+                    at = here + 6;
+                }
+            },
+            Some(0xDC00..=0xDFFF) => {
+                out.push_str("\\ufffd");
+                at = here + 6;
+            }
+            _ => {
+                // Any other escape: copy it whole, so `\\\\u` (a backslash, then `u`) stays.
+                let end = text[here + 1..]
+                    .chars()
+                    .next()
+                    .map_or(here + 1, |c| here + 1 + c.len_utf8());
+                out.push_str(&text[here..end]);
+                at = end;
             }
         }
     }
-    report
+    out.push_str(&text[at..]);
+    out
 }
 
 #[cfg(test)]
@@ -194,5 +159,16 @@ mod tests {
         assert!(
             is_attachment("att-call-c1") && is_attachment("att-msg-m1") && !is_attachment("m1")
         );
+    }
+
+    #[test]
+    fn a_lone_surrogate_escape_becomes_a_replacement_character_and_pairs_stay() {
+        let value = parse_json(r#"{"a":"x\ud800y","b":"\ud83d\ude00","c":"\\ud800","d":"\udc00"}"#)
+            .expect("repaired");
+        assert_eq!(value["a"], "x\u{fffd}y");
+        assert_eq!(value["b"], "\u{1f600}");
+        assert_eq!(value["c"], "\\ud800");
+        assert_eq!(value["d"], "\u{fffd}");
+        assert!(parse_json("{").is_err());
     }
 }

@@ -16,6 +16,10 @@ pub enum ProviderErrorKind {
     Transport,
     /// The model is not configured right (e.g. its API key variable is not set).
     Config,
+    /// A stream broke, or the provider ended it with an error event, after part of the answer
+    /// had been shown: it is not resent on its own (the user would see two answers); the
+    /// caller may try the step again.
+    Interrupted,
 }
 
 /// A provider failure: a kind and a lower-case message without a trailing period.
@@ -33,7 +37,10 @@ impl ProviderError {
         Self {
             kind,
             message: message.into(),
-            retryable: kind == ProviderErrorKind::Transport,
+            retryable: matches!(
+                kind,
+                ProviderErrorKind::Transport | ProviderErrorKind::Interrupted
+            ),
         }
     }
 

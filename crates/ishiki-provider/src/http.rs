@@ -2,23 +2,32 @@
 //!
 //! Requests ask for a stream (`stream: true`) unless [`HttpConfig::stream`] is off; an answer
 //! with `content-type: text/event-stream` is read event by event (see [`crate::sse`]), any
-//! other answer as one JSON body. The model remembers the messages of its last successful
-//! request ([`ReplayState`]), so the next render knows the first message the projection changed
-//! and drops the reasoning before it.
+//! other answer as one JSON body. Each reasoning block of an answer is stamped with the digest
+//! of the request prefix it was made after ([`crate::replay`]), so every later render replays
+//! it only while that prefix is unchanged; the stamp travels in the history, not in this model.
+//!
+//! Security: a request never follows a redirect to another origin (scheme, host and port), so
+//! neither the conversation nor the API key leaves the configured endpoint. Timeouts are per
+//! phase: connecting, and the longest wait for the next bytes; a stream that keeps sending may
+//! last as long as the model writes.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use ishiki_model::{Model, ModelError, ModelResponse, Request};
 use serde_json::{Value, json};
 
-use crate::anthropic::{ANTHROPIC, AnthropicOptions, parse_anthropic_response, render_anthropic};
-use crate::common::{ReplayPlan, ReplayState, reasoning_replay};
+use crate::anthropic::{
+    ANTHROPIC, AnthropicOptions, THINKING_BINDING_BETA, Thinking, anthropic_betas,
+    anthropic_response_prefix, parse_anthropic_response, render_anthropic_with_report,
+};
+use crate::common::ReplayReport;
 use crate::error::{ProviderError, ProviderErrorKind};
 use crate::openai::{OpenAiOptions, parse_openai_response, render_openai};
 use crate::parsed::ParsedResponse;
+use crate::replay::stamp;
 use crate::responses::{
-    OPENAI_RESPONSES, ResponsesOptions, parse_responses_response, render_responses,
+    OPENAI_RESPONSES, ResponsesOptions, parse_responses_response, render_responses_with_report,
+    responses_response_prefix,
 };
 use crate::sse::{StreamAssembler, StreamEvent};
 
@@ -76,8 +85,11 @@ pub struct HttpConfig {
     pub api_key_env: Option<String>,
     /// `max_tokens` (required by Anthropic, optional for OpenAI).
     pub max_tokens: u32,
-    /// Timeout of one HTTP attempt.
+    /// The longest wait for the next bytes of an answer (headers, body or stream), per
+    /// attempt; a stream that keeps sending is never cut by it.
     pub timeout: Duration,
+    /// The longest wait for a connection.
+    pub connect_timeout: Duration,
     /// Retries after the first attempt on 429, 5xx and transport failures.
     pub max_retries: u32,
     /// The first backoff; it doubles with each retry (a `retry-after` header wins, capped at
@@ -89,13 +101,25 @@ pub struct HttpConfig {
     pub stream: bool,
     /// `prompt_cache_key` for the Responses API: one stable key per session.
     pub prompt_cache_key: Option<String>,
-    /// Anthropic extended thinking: `thinking.budget_tokens` (below `max_tokens`).
-    pub thinking_budget: Option<u32>,
+    /// Anthropic: the `thinking` parameter (budget tokens on older models, adaptive with an
+    /// effort on newer ones).
+    pub thinking: Option<Thinking>,
+    /// Anthropic: the model binds thinking to its prefix
+    /// ([`AnthropicOptions::preserved_thinking`]).
+    pub preserved_thinking: bool,
+    /// Anthropic: ask the API to drop, not refuse, thinking whose prefix changed (models with
+    /// preserved thinking; see [`AnthropicOptions::drop_invalid_thinking`]).
+    pub drop_invalid_thinking: bool,
+    /// Anthropic: later system messages as native mid-conversation system messages.
+    pub system_messages: bool,
+    /// Responses: the `reasoning` parameter verbatim (`{"effort": "high", "summary": "auto"}`).
+    pub reasoning: Option<Value>,
 }
 
 impl HttpConfig {
-    /// A configuration with defaults: no key, 4096 output tokens, 120 s timeout, 3 retries
-    /// from a 1 s backoff, streaming on, response bodies up to 64 MiB.
+    /// A configuration with defaults: no key, 4096 output tokens, 120 s without bytes or 30 s
+    /// without a connection end an attempt, 3 retries from a 1 s backoff, streaming on,
+    /// response bodies up to 64 MiB, no thinking parameter.
     pub fn new(protocol: Protocol, base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
             protocol,
@@ -104,12 +128,17 @@ impl HttpConfig {
             api_key_env: None,
             max_tokens: 4096,
             timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(30),
             max_retries: 3,
             backoff: Duration::from_secs(1),
             max_body_bytes: 64 << 20,
             stream: true,
             prompt_cache_key: None,
-            thinking_budget: None,
+            thinking: None,
+            preserved_thinking: true,
+            drop_invalid_thinking: false,
+            system_messages: false,
+            reasoning: None,
         }
     }
 }
@@ -120,8 +149,6 @@ pub struct HttpModel {
     config: HttpConfig,
     api_key: Option<String>,
     client: reqwest::Client,
-    /// What the last request that got an answer replayed.
-    replay: Mutex<ReplayState>,
 }
 
 impl HttpModel {
@@ -137,7 +164,9 @@ impl HttpModel {
             None => None,
         };
         let client = reqwest::Client::builder()
-            .timeout(config.timeout)
+            .connect_timeout(config.connect_timeout)
+            .read_timeout(config.timeout)
+            .redirect(same_origin_redirects())
             .build()
             .map_err(|e| {
                 ProviderError::new(
@@ -149,53 +178,63 @@ impl HttpModel {
             config,
             api_key,
             client,
-            replay: Mutex::new(ReplayState::new()),
         })
     }
 
-    /// The request body this model sends for `request` under `plan`, without the streaming
-    /// fields.
-    pub fn render_with(&self, plan: &ReplayPlan, request: &Request) -> Value {
-        let reasoning_from = plan.reasoning_from;
+    /// The configuration this model was built with.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
+    /// The request body this model sends for `request`, without the streaming fields, and what
+    /// it does with the request's reasoning.
+    pub fn render_with_report(&self, request: &Request) -> (Value, ReplayReport) {
         let model = &self.config.model;
         match self.config.protocol {
-            Protocol::OpenAi => render_openai(
-                request,
-                &OpenAiOptions {
-                    max_tokens: Some(self.config.max_tokens),
-                    ..OpenAiOptions::new(model)
+            Protocol::OpenAi => (
+                render_openai(
+                    request,
+                    &OpenAiOptions {
+                        max_tokens: Some(self.config.max_tokens),
+                        ..OpenAiOptions::new(model)
+                    },
+                ),
+                // Chat Completions takes no reasoning back.
+                ReplayReport {
+                    dropped_foreign: request
+                        .messages
+                        .iter()
+                        .flat_map(|m| &m.content)
+                        .filter(|p| matches!(p, ishiki_model::Part::Reasoning(_)))
+                        .count(),
+                    ..ReplayReport::default()
                 },
             ),
-            Protocol::Anthropic => render_anthropic(
+            Protocol::Anthropic => render_anthropic_with_report(
                 request,
                 &AnthropicOptions {
-                    reasoning_from,
-                    thinking_budget: self.config.thinking_budget,
+                    thinking: self.config.thinking.clone(),
+                    preserved_thinking: self.config.preserved_thinking,
+                    drop_invalid_thinking: self.config.drop_invalid_thinking,
+                    system_messages: self.config.system_messages,
                     ..AnthropicOptions::new(model, self.config.max_tokens)
                 },
             ),
-            Protocol::OpenAiResponses => render_responses(
+            Protocol::OpenAiResponses => render_responses_with_report(
                 request,
                 &ResponsesOptions {
                     max_output_tokens: Some(self.config.max_tokens),
                     prompt_cache_key: self.config.prompt_cache_key.clone(),
-                    reasoning_from,
+                    reasoning: self.config.reasoning.clone(),
                     ..ResponsesOptions::new(model)
                 },
             ),
         }
     }
 
-    /// The request body this model sends for `request` next, without the streaming fields.
+    /// The request body this model sends for `request`, without the streaming fields.
     pub fn render(&self, request: &Request) -> Value {
-        self.render_with(&self.plan(request), request)
-    }
-
-    fn plan(&self, request: &Request) -> ReplayPlan {
-        self.replay
-            .lock()
-            .map(|state| state.plan(request))
-            .unwrap_or_default()
+        self.render_with_report(request).0
     }
 
     fn endpoint(&self) -> String {
@@ -220,13 +259,13 @@ impl HttpModel {
         request: &Request,
         mut on_event: F,
     ) -> Result<ParsedResponse, ProviderError> {
-        let plan = self.plan(request);
-        let mut body = self.render_with(&plan, request);
-        let provider = match self.config.protocol {
-            Protocol::OpenAi => "openai",
-            other => other.name(),
+        let (mut body, replay) = self.render_with_report(request);
+        // The stamp of the reasoning the answer will carry (crate::replay).
+        let prefix = match self.config.protocol {
+            Protocol::OpenAi => None,
+            Protocol::Anthropic => Some(anthropic_response_prefix(&body)),
+            Protocol::OpenAiResponses => Some(responses_response_prefix(&body)),
         };
-        let replay = reasoning_replay(request, provider, &self.config.model, &plan);
         if self.config.stream
             && let Value::Object(fields) = &mut body
         {
@@ -242,20 +281,21 @@ impl HttpModel {
                 Ok(mut parsed) => {
                     // Reasoning is tagged with the model as configured: the name the next
                     // render compares (the API may answer with a dated alias).
-                    for r in &mut parsed.response.reasoning {
+                    for r in parsed.response.reasoning_mut() {
                         r.model.clone_from(&self.config.model);
                     }
-                    parsed.replay = replay;
-                    if let Ok(mut state) = self.replay.lock() {
-                        state.advance(request, &plan);
+                    if let Some(prefix) = &prefix {
+                        stamp(&mut parsed.response, prefix);
                     }
+                    parsed.replay = replay;
                     return Ok(parsed);
                 }
                 Err(failure) => failure,
             };
             if !failure.retry || attempt >= self.config.max_retries {
                 let mut error = failure.error;
-                error.retryable = failure.retry;
+                // An interrupted answer was not resent here, but the caller may send it again.
+                error.retryable = failure.retry || error.kind() == ProviderErrorKind::Interrupted;
                 if attempt > 0 {
                     error.message = format!("{} (after {} attempts)", error.message, attempt + 1);
                 }
@@ -288,6 +328,13 @@ impl HttpModel {
         };
         if self.config.protocol == Protocol::Anthropic {
             post = post.header("anthropic-version", "2023-06-01");
+            let mut betas = anthropic_betas(body);
+            if self.config.drop_invalid_thinking {
+                betas.push(THINKING_BINDING_BETA);
+            }
+            if !betas.is_empty() {
+                post = post.header("anthropic-beta", betas.join(","));
+            }
         }
         let mut response = post.send().await.map_err(|e| Failure {
             error: ProviderError::new(
@@ -314,7 +361,7 @@ impl HttpModel {
             return self.read_stream(url, &mut response, on_event).await;
         }
         let text = read_body(response, url, self.config.max_body_bytes).await?;
-        let json: Option<Value> = serde_json::from_str(&text).ok();
+        let json: Option<Value> = crate::common::parse_json(&text).ok();
         if !status.is_success() {
             let detail = json
                 .as_ref()
@@ -363,29 +410,74 @@ impl HttpModel {
         response: &mut reqwest::Response,
         on_event: &mut F,
     ) -> Result<ParsedResponse, Failure> {
-        let fail = |error: ProviderError| Failure {
-            retry: error.kind() == ProviderErrorKind::Transport,
-            error,
-            retry_after: None,
-            streamed: true,
+        // A stream is retried only while it showed nothing: a transport failure or an
+        // overloaded provider before the first text or call.
+        let mut shown = false;
+        let mut watch = |event: StreamEvent| {
+            shown |= matches!(event, StreamEvent::Text(_) | StreamEvent::ToolCall { .. });
+            on_event(event);
         };
         let mut assembler = StreamAssembler::new(self.config.protocol);
-        while !assembler.is_complete() {
-            let chunk = response.chunk().await.map_err(|e| {
-                fail(ProviderError::new(
-                    ProviderErrorKind::Transport,
-                    format!("the stream of {url} broke: {}", describe(&e)),
-                ))
-            })?;
-            let Some(chunk) = chunk else { break };
-            assembler.push(&chunk, on_event).map_err(fail)?;
+        let read: Result<(), ProviderError> = async {
+            while !assembler.is_complete() {
+                let chunk = response.chunk().await.map_err(|e| {
+                    ProviderError::new(
+                        ProviderErrorKind::Transport,
+                        format!("the stream of {url} broke: {}", describe(&e)),
+                    )
+                })?;
+                let Some(chunk) = chunk else { break };
+                assembler.push(&chunk, &mut watch)?;
+            }
+            Ok(())
         }
-        let body = assembler.finish().map_err(|mut e| {
-            e.message = format!("{} ({url})", e.message);
-            fail(e)
-        })?;
+        .await;
+        let outcome = read.and_then(|()| {
+            assembler.finish().map_err(|mut e| {
+                e.message = format!("{} ({url})", e.message);
+                e
+            })
+        });
+        let fail = |mut error: ProviderError| {
+            let transient = error.kind() == ProviderErrorKind::Transport;
+            if transient && shown {
+                // Resending would show the user a second answer after the first one's start:
+                // the caller sees the interruption and decides.
+                error = ProviderError::new(
+                    ProviderErrorKind::Interrupted,
+                    format!("the answer was interrupted: {}", error.message),
+                );
+            }
+            Failure {
+                retry: transient && !shown,
+                error,
+                retry_after: None,
+                streamed: true,
+            }
+        };
+        let body = outcome.map_err(fail)?;
         self.parse(&body).map_err(fail)
     }
+}
+
+/// Follows a redirect only to the origin (scheme, host, port) of the request it answers, at
+/// most five times: a provider API has no business sending the conversation, or the key,
+/// anywhere else.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt.previous().first().is_some_and(|first| {
+            first.scheme() == attempt.url().scheme()
+                && first.host_str() == attempt.url().host_str()
+                && first.port_or_known_default() == attempt.url().port_or_known_default()
+        });
+        if !same {
+            attempt.stop()
+        } else if attempt.previous().len() > 5 {
+            attempt.error("more than 5 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// The body as text, read chunk by chunk and refused as soon as it passes `max` bytes (the

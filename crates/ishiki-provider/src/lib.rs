@@ -9,11 +9,13 @@
 //! usage ([`parse_openai_response`], [`parse_anthropic_response`],
 //! [`parse_responses_response`]).
 //!
-//! Reasoning (Anthropic `thinking` blocks with their signature, Responses `reasoning` items with
-//! their encrypted content) is kept as opaque provider-tagged parts and replayed byte for byte
-//! to the same provider and model; a renderer drops, never edits, reasoning of another provider
-//! or model, and reasoning before the first message the projection changed since the previous
-//! request ([`ReplayState`], [`reasoning_replay`]); once dropped, it stays out.
+//! An assistant turn is kept as received — an ordered list of text blocks, tool calls and
+//! reasoning (Anthropic `thinking` blocks with their signature, Responses `reasoning` items with
+//! their encrypted content, opaque and provider-tagged) — and replayed in that order, byte for
+//! byte, to the same provider and model. Reasoning is bound to its prefix: each block is stamped
+//! with a digest of the request it answered, and a renderer replays it only while the prefix it
+//! renders before the block is unchanged; a block of another provider or model, or whose prefix
+//! changed, is dropped, never edited ([`ReplayReport`] says what happened).
 //!
 //! [`HttpModel`] is the runtime's [`Model`](ishiki_model::Model) over HTTP (reqwest with rustls):
 //! base URL, API key from an environment variable, a timeout per attempt, and retries with
@@ -62,7 +64,7 @@
 //!     "content": [{ "type": "tool_use", "id": "c1", "name": "read", "input": { "url": "workspace:///notes.txt" } }],
 //!     "usage": { "input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 90 },
 //! }))?;
-//! assert_eq!(parsed.response.calls[0].name, "read");
+//! assert_eq!(parsed.response.calls()[0].name, "read");
 //! assert_eq!((parsed.usage.input_tokens, parsed.usage.cache_read_tokens), (100, 90));
 //! # Ok::<(), ishiki_provider::ProviderError>(())
 //! ```
@@ -70,23 +72,30 @@
 mod anthropic;
 mod common;
 mod error;
+mod family;
 mod http;
 mod openai;
 mod parsed;
+mod partial_json;
+mod replay;
 mod responses;
 mod sse;
 
 pub use anthropic::{
-    ANTHROPIC, AnthropicOptions, CacheLayout, anthropic_cache_layout, parse_anthropic_response,
-    render_anthropic,
+    ANTHROPIC, AnthropicOptions, CacheLayout, INLINE_TOOLS_BETA, THINKING_BINDING_BETA, Thinking,
+    anthropic_betas, anthropic_cache_layout, parse_anthropic_response, render_anthropic,
+    render_anthropic_with_report,
 };
-pub use common::{ReplayPlan, ReplayReport, ReplayState, first_changed, reasoning_replay};
+pub use common::ReplayReport;
 pub use error::{ProviderError, ProviderErrorKind};
+pub use family::ModelFamily;
 pub use http::{HttpConfig, HttpModel, Protocol};
 pub use openai::{OpenAiOptions, parse_openai_response, render_openai};
 pub use parsed::{ParsedResponse, Usage};
+pub use replay::stamp_reasoning;
 pub use responses::{
     OPENAI_RESPONSES, ResponsesOptions, parse_responses_response, render_responses,
+    render_responses_with_report,
 };
 pub use sse::{
     MAX_LINE_BYTES, MAX_STREAM_BYTES, MAX_STREAM_ITEMS, SseEvent, SseReader, StreamAssembler,

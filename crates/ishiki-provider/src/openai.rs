@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use ishiki_model::{Message, ModelResponse, Part, Request, Role, ToolCall, Usage};
+use ishiki_model::{Message, ModelResponse, Part, Request, Role, Usage};
 use serde_json::{Map, Value, json};
 
 use crate::common::{delta_text, has_text, media_marker};
@@ -25,7 +25,8 @@ use crate::parsed::ParsedResponse;
 pub struct OpenAiOptions {
     /// The `model` field.
     pub model: String,
-    /// `max_tokens`, if set (the spelling vLLM, llama.cpp and Ollama understand too).
+    /// The output token limit, if set, sent as `max_completion_tokens` (OpenAI deprecated
+    /// `max_tokens`, and its reasoning models refuse it; vLLM and llama.cpp read both).
     pub max_tokens: Option<u32>,
     /// Render system messages with the `developer` role (OpenAI's reasoning models).
     pub developer_role: bool,
@@ -78,7 +79,7 @@ pub fn render_openai(request: &Request, options: &OpenAiOptions) -> Value {
         body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(max) = options.max_tokens {
-        body.insert("max_tokens".into(), json!(max));
+        body.insert("max_completion_tokens".into(), json!(max));
     }
     Value::Object(body)
 }
@@ -259,11 +260,22 @@ pub fn parse_openai_response(body: &Value) -> Result<ParsedResponse, ProviderErr
             )));
         }
     };
-    let mut calls = Vec::new();
+    // A refusal is the model's answer too: kept as text, so it is shown and stored.
+    let refusal = message
+        .get("refusal")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty());
+    let mut parts: Vec<Part> = text
+        .into_iter()
+        .chain(refusal.map(str::to_owned))
+        .filter(|t| !t.is_empty())
+        .map(|text| Part::Text { text })
+        .collect();
     if let Some(list) = message.get("tool_calls").filter(|v| !v.is_null()) {
         let list = list
             .as_array()
             .ok_or_else(|| ProviderError::malformed("openai `tool_calls` is not an array"))?;
+        crate::common::check_items(list.len(), "tool calls")?;
         for (k, call) in list.iter().enumerate() {
             let field = |name: &str| {
                 call.get(name)
@@ -283,7 +295,7 @@ pub fn parse_openai_response(body: &Value) -> Result<ParsedResponse, ProviderErr
             } else {
                 serde_json::from_str(arguments).unwrap_or_else(|_| json!(arguments))
             };
-            calls.push(ToolCall {
+            parts.push(Part::ToolCall {
                 id: id.to_owned(),
                 name: name.to_owned(),
                 input,
@@ -306,8 +318,7 @@ pub fn parse_openai_response(body: &Value) -> Result<ParsedResponse, ProviderErr
     });
     Ok(ParsedResponse {
         response: ModelResponse {
-            text: text.filter(|t| !t.is_empty()),
-            calls,
+            parts,
             usage,
             ..ModelResponse::default()
         },

@@ -4,26 +4,28 @@
 //! - every neutral message keeps its place: system messages (catalog deltas too) become
 //!   `message` items with role `system` (or `developer`) where they stand, user messages become
 //!   `message` items with `input_text` and `input_image` parts;
-//! - an assistant message becomes its replayed `reasoning` items (verbatim, with their
-//!   `encrypted_content`), then a `message` item with its text, then one `function_call` item per
-//!   call, in that order — the order the API produced them;
+//! - an assistant message becomes its items in the order the API produced them: replayed
+//!   `reasoning` items (verbatim, with their `encrypted_content`), a `message` item per text
+//!   part and a `function_call` item per call, so each reasoning item stays right before the
+//!   item that followed it;
 //! - a tool result becomes a `function_call_output` item; a result whose call is not in the
 //!   request (text protocol, pruned history) becomes user text, since the API rejects an output
 //!   without its call;
 //! - the body asks for `store: false` with `include: ["reasoning.encrypted_content"]`, so the
 //!   reasoning state travels in the history, not on OpenAI's servers; `prompt_cache_key` routes
 //!   the requests of one session to the same prompt cache;
-//! - reasoning of another provider or model, and reasoning before the first message the
-//!   projection changed since the previous request, is dropped, never edited.
+//! - reasoning of another provider or model is dropped, and so is reasoning whose prefix changed
+//!   since it was made ([`crate::replay`]); nothing is ever edited.
 
 use std::collections::BTreeSet;
 
-use ishiki_model::{Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall, Usage};
+use ishiki_model::{Message, ModelResponse, Part, Reasoning, Request, Role, Usage};
 use serde_json::{Map, Value, json};
 
-use crate::common::{delta_text, has_text, keeps, media_marker};
+use crate::common::{ReplayReport, delta_text, has_text, is_own, media_marker};
 use crate::error::ProviderError;
 use crate::parsed::ParsedResponse;
+use crate::replay::Prefix;
 
 /// The provider tag of reasoning items this API makes.
 pub const OPENAI_RESPONSES: &str = "openai-responses";
@@ -39,9 +41,12 @@ pub struct ResponsesOptions {
     pub prompt_cache_key: Option<String>,
     /// Render system messages with the `developer` role.
     pub developer_role: bool,
-    /// The first message whose reasoning may be replayed (see
-    /// [`ReplayState::plan`](crate::ReplayState::plan)); reasoning before it is dropped.
-    pub reasoning_from: Option<usize>,
+    /// The `reasoning` parameter verbatim (`{"effort": "high", "summary": "auto"}`), if any.
+    pub reasoning: Option<Value>,
+    /// Replay a reasoning item only while its prefix is unchanged ([`crate::replay`]), as on
+    /// models that bind reasoning to its prefix. Off by default: the Responses API documents
+    /// no such binding, only that a reasoning item comes with the item that followed it.
+    pub preserved_reasoning: bool,
 }
 
 impl ResponsesOptions {
@@ -52,13 +57,29 @@ impl ResponsesOptions {
             max_output_tokens: None,
             prompt_cache_key: None,
             developer_role: false,
-            reasoning_from: None,
+            reasoning: None,
+            preserved_reasoning: false,
         }
     }
 }
 
 /// Renders a Responses API request body (`POST /responses`).
 pub fn render_responses(request: &Request, options: &ResponsesOptions) -> Value {
+    render_responses_with_report(request, options).0
+}
+
+/// One rendered input item, or a reasoning item the replay rule still has to admit.
+enum Unit {
+    Item(Value),
+    Reasoning(Reasoning),
+}
+
+/// [`render_responses`], and what it did with the request's reasoning parts.
+pub fn render_responses_with_report(
+    request: &Request,
+    options: &ResponsesOptions,
+) -> (Value, ReplayReport) {
+    let mut report = ReplayReport::default();
     let called: BTreeSet<&str> = request
         .messages
         .iter()
@@ -68,27 +89,54 @@ pub fn render_responses(request: &Request, options: &ResponsesOptions) -> Value 
             _ => None,
         })
         .collect();
+    let tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| {
+            json!({
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.input_schema,
+                "strict": false,
+            })
+        })
+        .collect();
+    // The replay rule (crate::replay): tools, then every input item in order; a reasoning item
+    // stays only where the prefix before its assistant turn is the one it was made on.
+    let mut prefix = Prefix::default();
+    for tool in &tools {
+        prefix.push(tool);
+    }
     let mut input = Vec::new();
     for (index, message) in request.messages.iter().enumerate() {
-        render_message(message, index, options, &called, &mut input);
+        let mut units = Vec::new();
+        render_message(message, options, &called, &mut units, &mut report);
+        let start = (message.role == Role::Assistant).then(|| prefix.digest());
+        for unit in units {
+            let item = match unit {
+                Unit::Item(item) => item,
+                Unit::Reasoning(r)
+                    if !options.preserved_reasoning
+                        || start.as_deref().is_some_and(|s| Prefix::keeps(s, &r)) =>
+                {
+                    report.kept += 1;
+                    r.data
+                }
+                Unit::Reasoning(_) => {
+                    report.dropped_changed += 1;
+                    report.first_dropped.get_or_insert(index);
+                    continue;
+                }
+            };
+            prefix.push(&item);
+            input.push(item);
+        }
     }
     let mut body = Map::new();
     body.insert("model".into(), json!(options.model));
     body.insert("input".into(), Value::Array(input));
-    if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                    "strict": false,
-                })
-            })
-            .collect();
+    if !tools.is_empty() {
         body.insert("tools".into(), Value::Array(tools));
     }
     body.insert("store".into(), json!(false));
@@ -99,15 +147,34 @@ pub fn render_responses(request: &Request, options: &ResponsesOptions) -> Value 
     if let Some(max) = options.max_output_tokens {
         body.insert("max_output_tokens".into(), json!(max));
     }
-    Value::Object(body)
+    if let Some(reasoning) = &options.reasoning {
+        body.insert("reasoning".into(), reasoning.clone());
+    }
+    (Value::Object(body), report)
+}
+
+/// The digest of `body`'s prefix as [`render_responses`] feeds it: the stamp of the reasoning
+/// in the response to `body` (see [`crate::replay`]).
+pub(crate) fn responses_response_prefix(body: &Value) -> String {
+    let list = |key: &str| {
+        body.get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut prefix = Prefix::default();
+    for unit in list("tools").iter().chain(&list("input")) {
+        prefix.push(unit);
+    }
+    prefix.digest()
 }
 
 fn render_message(
     message: &Message,
-    index: usize,
     options: &ResponsesOptions,
     called: &BTreeSet<&str>,
-    out: &mut Vec<Value>,
+    out: &mut Vec<Unit>,
+    report: &mut ReplayReport,
 ) {
     let with_text = has_text(&message.content);
     match message.role {
@@ -118,40 +185,49 @@ fn render_message(
                 "system"
             };
             let text = plain_text(&message.content, with_text);
-            out.push(json!({ "type": "message", "role": role, "content": text }));
+            out.push(Unit::Item(
+                json!({ "type": "message", "role": role, "content": text }),
+            ));
         }
         Role::User => {
             let parts = user_parts(&message.content, with_text);
             if !parts.is_empty() {
-                out.push(json!({ "type": "message", "role": "user", "content": parts }));
+                out.push(Unit::Item(
+                    json!({ "type": "message", "role": "user", "content": parts }),
+                ));
             }
         }
         Role::Assistant => {
+            // In the order the API produced them: a reasoning item must stay right before the
+            // item that followed it.
             for part in &message.content {
-                if let Part::Reasoning(r) = part
-                    && keeps(
-                        r,
-                        index,
-                        OPENAI_RESPONSES,
-                        &options.model,
-                        options.reasoning_from,
-                    )
-                {
-                    out.push(r.data.clone());
-                }
-            }
-            let text = plain_text(&message.content, with_text);
-            if !text.is_empty() {
-                out.push(json!({ "type": "message", "role": "assistant", "content": text }));
-            }
-            for part in &message.content {
-                if let Part::ToolCall { id, name, input } = part {
-                    out.push(json!({
+                match part {
+                    Part::Reasoning(r) if is_own(r, OPENAI_RESPONSES, &options.model) => {
+                        out.push(Unit::Reasoning(r.clone()));
+                    }
+                    Part::Reasoning(_) => report.dropped_foreign += 1,
+                    Part::ToolCall { id, name, input } => out.push(Unit::Item(json!({
                         "type": "function_call",
                         "call_id": id,
                         "name": name,
                         "arguments": input.to_string(),
-                    }));
+                    }))),
+                    Part::Text { text } if !text.is_empty() => out.push(Unit::Item(json!({
+                        "type": "message",
+                        "role": "assistant",
+                        "content": text,
+                    }))),
+                    Part::CatalogDelta { added } if !with_text => out.push(Unit::Item(json!({
+                        "type": "message",
+                        "role": "assistant",
+                        "content": delta_text(added),
+                    }))),
+                    Part::Image(m) | Part::Audio(m) => out.push(Unit::Item(json!({
+                        "type": "message",
+                        "role": "assistant",
+                        "content": media_marker("media", m, "not shown in this message"),
+                    }))),
+                    Part::Text { .. } | Part::CatalogDelta { .. } | Part::ToolResult { .. } => {}
                 }
             }
         }
@@ -160,17 +236,19 @@ fn render_message(
             for part in &message.content {
                 match part {
                     Part::ToolResult { call_id, text, .. } if called.contains(call_id.as_str()) => {
-                        out.push(json!({
+                        out.push(Unit::Item(json!({
                             "type": "function_call_output",
                             "call_id": call_id,
                             "output": text,
-                        }));
+                        })));
                     }
                     other => orphans.extend(user_parts(std::slice::from_ref(other), with_text)),
                 }
             }
             if !orphans.is_empty() {
-                out.push(json!({ "type": "message", "role": "user", "content": orphans }));
+                out.push(Unit::Item(
+                    json!({ "type": "message", "role": "user", "content": orphans }),
+                ));
             }
         }
     }
@@ -243,15 +321,16 @@ pub fn parse_responses_response(body: &Value) -> Result<ParsedResponse, Provider
         .get("model")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    let mut reasoning = Vec::new();
+    crate::common::check_items(output.len(), "output items")?;
+    let mut parts = Vec::new();
     for (k, item) in output.iter().enumerate() {
         let kind = item.get("type").and_then(Value::as_str).ok_or_else(|| {
             ProviderError::malformed(format!("responses output item {k} has no `type`"))
         })?;
         match kind {
+            // One text part per message item, so the items replay in the order they came.
             "message" => {
+                let mut text = String::new();
                 for part in item
                     .get("content")
                     .and_then(Value::as_array)
@@ -264,6 +343,9 @@ pub fn parse_responses_response(body: &Value) -> Result<ParsedResponse, Provider
                         _ => continue,
                     };
                     text.push_str(part.get(key).and_then(Value::as_str).unwrap_or_default());
+                }
+                if !text.is_empty() {
+                    parts.push(Part::Text { text });
                 }
             }
             "function_call" => {
@@ -282,21 +364,23 @@ pub fn parse_responses_response(body: &Value) -> Result<ParsedResponse, Provider
                 } else {
                     serde_json::from_str(arguments).unwrap_or_else(|_| json!(arguments))
                 };
-                calls.push(ToolCall {
+                parts.push(Part::ToolCall {
                     id: field("call_id")?.to_owned(),
                     name: field("name")?.to_owned(),
                     input,
                 });
             }
-            "reasoning" => reasoning.push(Reasoning {
+            "reasoning" => parts.push(Part::Reasoning(Reasoning {
                 provider: OPENAI_RESPONSES.to_owned(),
                 model: model.to_owned(),
                 data: item.clone(),
-            }),
+                prefix: None,
+            })),
             // Built-in tool items carry nothing the runtime commits.
             _ => {}
         }
     }
+    let has_calls = parts.iter().any(|p| matches!(p, Part::ToolCall { .. }));
     let status = body
         .get("status")
         .and_then(Value::as_str)
@@ -306,7 +390,7 @@ pub fn parse_responses_response(body: &Value) -> Result<ParsedResponse, Provider
         .and_then(Value::as_str)
     {
         Some(reason) if status == "incomplete" => reason.to_owned(),
-        _ if !calls.is_empty() => "tool_calls".to_owned(),
+        _ if has_calls => "tool_calls".to_owned(),
         _ => status.to_owned(),
     };
     let usage = body.get("usage").filter(|u| u.is_object()).map(|u| {
@@ -320,10 +404,9 @@ pub fn parse_responses_response(body: &Value) -> Result<ParsedResponse, Provider
     });
     Ok(ParsedResponse {
         response: ModelResponse {
-            text: (!text.is_empty()).then_some(text),
-            calls,
-            reasoning,
+            parts,
             usage,
+            ..ModelResponse::default()
         },
         stop_reason,
         usage: usage.unwrap_or_default(),
@@ -345,10 +428,11 @@ mod tests {
             "usage": { "input_tokens": 100, "output_tokens": 7,
                 "input_tokens_details": { "cached_tokens": 64 } } });
         let parsed = parse_responses_response(&body).expect("a valid body");
-        assert_eq!(parsed.response.reasoning.len(), 1);
-        assert_eq!(parsed.response.reasoning[0].data, reasoning);
-        assert_eq!(parsed.response.reasoning[0].model, "o-test");
-        assert_eq!(parsed.response.calls[0].input, json!({ "url": "x" }));
+        let kept: Vec<&Reasoning> = parsed.response.reasoning().collect();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].data, reasoning);
+        assert_eq!(kept[0].model, "o-test");
+        assert_eq!(parsed.response.calls()[0].input, json!({ "url": "x" }));
         assert_eq!(parsed.stop_reason, "tool_calls");
         assert_eq!(
             (parsed.usage.input_tokens, parsed.usage.cache_read_tokens),

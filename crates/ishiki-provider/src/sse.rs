@@ -40,6 +40,9 @@ pub struct SseEvent {
 #[derive(Debug, Default)]
 pub struct SseReader {
     pending: Vec<u8>,
+    /// How much of `pending` is known to hold no line end (a long line arrives in many pushes:
+    /// scanning it again from its start each time would be quadratic).
+    scanned: usize,
     event: Option<String>,
     data: Option<String>,
     total: usize,
@@ -62,18 +65,22 @@ impl SseReader {
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         let mut start = 0;
-        while let Some(end) = self.pending[start..].iter().position(|&b| b == b'\n') {
-            let mut line = &self.pending[start..start + end];
+        let mut from = self.scanned;
+        while let Some(end) = self.pending[from..].iter().position(|&b| b == b'\n') {
+            let end = from + end;
+            let mut line = &self.pending[start..end];
             if let [rest @ .., b'\r'] = line {
                 line = rest;
             }
             let line = String::from_utf8_lossy(line).into_owned();
-            start += end + 1;
+            start = end + 1;
+            from = start;
             if let Some(event) = self.line(&line) {
                 events.push(event);
             }
         }
         self.pending.drain(..start);
+        self.scanned = self.pending.len();
         if self.pending.len() > MAX_LINE_BYTES {
             return Err(ProviderError::malformed(format!(
                 "an event stream line is longer than {MAX_LINE_BYTES} bytes"
@@ -114,6 +121,9 @@ impl SseReader {
 pub enum StreamEvent {
     /// More answer text.
     Text(String),
+    /// More reasoning a person may read: an Anthropic thinking summary, a Responses reasoning
+    /// summary. Not part of the answer.
+    Reasoning(String),
     /// A tool call started (its input is still arriving).
     ToolCall {
         /// The call id.
@@ -141,6 +151,41 @@ struct AnthropicBlock {
     block: Map<String, Value>,
     /// `input_json_delta` fragments of a `tool_use` block.
     json: String,
+    /// `text`, `thinking` and `signature` deltas, appended in place and written into the block
+    /// at its end (copying the block's text for every delta would be quadratic).
+    pieces: BTreeMap<&'static str, String>,
+}
+
+impl AnthropicBlock {
+    /// The block as the API would have sent it whole.
+    fn into_value(mut self) -> Value {
+        for (key, piece) in self.pieces {
+            let mut text = self
+                .block
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            text.push_str(&piece);
+            self.block.insert(key.to_owned(), Value::String(text));
+        }
+        if self.block.get("type").and_then(Value::as_str) == Some("tool_use") {
+            if !self.json.trim().is_empty() {
+                // What the official SDK assembles: the input object, completed the way its
+                // partial-JSON parser completes a call cut by `max_tokens`, or `{}`; the API
+                // takes only an object back.
+                let input = serde_json::from_str::<Value>(&self.json)
+                    .ok()
+                    .or_else(|| crate::partial_json::complete(&self.json))
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| json!({}));
+                self.block.insert("input".into(), input);
+            } else if !self.block.get("input").is_some_and(Value::is_object) {
+                self.block.insert("input".into(), json!({}));
+            }
+        }
+        Value::Object(self.block)
+    }
 }
 
 /// Rebuilds one API's response body from its event stream.
@@ -151,6 +196,7 @@ pub struct StreamAssembler {
     done: bool,
     // Chat Completions
     text: String,
+    refusal: String,
     calls: BTreeMap<u64, ChatCall>,
     finish_reason: Option<String>,
     usage: Option<Value>,
@@ -174,6 +220,7 @@ impl StreamAssembler {
             reader: SseReader::new(),
             done: false,
             text: String::new(),
+            refusal: String::new(),
             calls: BTreeMap::new(),
             finish_reason: None,
             usage: None,
@@ -208,10 +255,16 @@ impl StreamAssembler {
         self.done
     }
 
+    /// Whether the stream reached its end as the official SDKs judge it: the end event, or for
+    /// Chat Completions a finish reason (the SDK does not need `data: [DONE]`).
+    fn ended(&self) -> bool {
+        self.done || (self.protocol == Protocol::OpenAi && self.finish_reason.is_some())
+    }
+
     /// The response body the API would have sent without streaming. A stream that ended before
     /// its end event is a [`ProviderErrorKind::Transport`] error (worth a retry).
     pub fn finish(self) -> Result<Value, ProviderError> {
-        if !self.done {
+        if !self.ended() {
             return Err(ProviderError::new(
                 ProviderErrorKind::Transport,
                 format!(
@@ -232,6 +285,9 @@ impl StreamAssembler {
                     .collect();
                 let mut message = json!({ "role": "assistant",
                     "content": if self.text.is_empty() { Value::Null } else { json!(self.text) } });
+                if !self.refusal.is_empty() {
+                    message["refusal"] = json!(self.refusal);
+                }
                 if !calls.is_empty() {
                     message["tool_calls"] = Value::Array(calls);
                 }
@@ -247,7 +303,7 @@ impl StreamAssembler {
                 let content: Vec<Value> = self
                     .blocks
                     .into_values()
-                    .map(|b| Value::Object(b.block))
+                    .map(AnthropicBlock::into_value)
                     .collect();
                 message.insert("content".into(), Value::Array(content));
                 Value::Object(message)
@@ -267,7 +323,7 @@ impl StreamAssembler {
     }
 
     fn json(&self, event: &SseEvent) -> Result<Value, ProviderError> {
-        serde_json::from_str(&event.data)
+        crate::common::parse_json(&event.data)
             .map_err(|e| bad(self.protocol, format_args!("an event is not json: {e}")))
     }
 
@@ -307,6 +363,12 @@ impl StreamAssembler {
             self.text.push_str(text);
             on_event(StreamEvent::Text(text.to_owned()));
         }
+        if let Some(text) = delta.get("refusal").and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            self.refusal.push_str(text);
+            on_event(StreamEvent::Text(text.to_owned()));
+        }
         for (k, call) in delta
             .get("tool_calls")
             .and_then(Value::as_array)
@@ -330,11 +392,13 @@ impl StreamAssembler {
                     .or_else(|| call.get("function").and_then(|f| f.get(key)))
                     .and_then(Value::as_str)
             };
-            if let Some(id) = text("id") {
-                entry.id.push_str(id);
+            // As the official SDK does: id and name are assigned (servers repeat them in every
+            // chunk), only the arguments are appended.
+            if let Some(id) = text("id").filter(|id| !id.is_empty()) {
+                id.clone_into(&mut entry.id);
             }
-            if let Some(name) = text("name") {
-                entry.name.push_str(name);
+            if let Some(name) = text("name").filter(|name| !name.is_empty()) {
+                name.clone_into(&mut entry.name);
             }
             if let Some(arguments) = text("arguments") {
                 entry.arguments.push_str(arguments);
@@ -374,6 +438,13 @@ impl StreamAssembler {
                         format_args!("more than {MAX_STREAM_ITEMS} content blocks"),
                     ));
                 }
+                if self.blocks.contains_key(&index) {
+                    // Announcing a second block at one index would show calls that never run.
+                    return Err(bad(
+                        self.protocol,
+                        format_args!("content block {index} started twice"),
+                    ));
+                }
                 let block = data
                     .get("content_block")
                     .and_then(Value::as_object)
@@ -401,7 +472,7 @@ impl StreamAssembler {
                     index,
                     AnthropicBlock {
                         block,
-                        json: String::new(),
+                        ..AnthropicBlock::default()
                     },
                 );
             }
@@ -411,53 +482,40 @@ impl StreamAssembler {
                     .and_then(|i| self.blocks.get_mut(&i))
                     .ok_or_else(|| bad(protocol, "a delta for a block that did not start"))?;
                 let delta = data.get("delta").cloned().unwrap_or_default();
-                let piece = |key: &str| {
-                    delta
-                        .get(key)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                let append = |block: &mut Map<String, Value>, key: &str, piece: &str| {
-                    let mut text = block
-                        .get(key)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned();
-                    text.push_str(piece);
-                    block.insert(key.to_owned(), Value::String(text));
+                let piece = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
+                let mut append = |key: &'static str, text: &str| {
+                    block.pieces.entry(key).or_default().push_str(text);
                 };
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => {
                         let text = piece("text");
-                        append(&mut block.block, "text", &text);
+                        append("text", text);
                         if !text.is_empty() {
-                            on_event(StreamEvent::Text(text));
+                            on_event(StreamEvent::Text(text.to_owned()));
                         }
                     }
-                    Some("input_json_delta") => block.json.push_str(&piece("partial_json")),
+                    Some("input_json_delta") => block.json.push_str(piece("partial_json")),
                     Some("thinking_delta") => {
-                        append(&mut block.block, "thinking", &piece("thinking"))
+                        let text = piece("thinking");
+                        append("thinking", text);
+                        if !text.is_empty() {
+                            on_event(StreamEvent::Reasoning(text.to_owned()));
+                        }
                     }
+                    // The official SDK replaces the signature: a later delta is the whole of it.
                     Some("signature_delta") => {
-                        append(&mut block.block, "signature", &piece("signature"));
+                        block.pieces.remove("signature");
+                        block.block.insert(
+                            "signature".into(),
+                            Value::String(piece("signature").to_owned()),
+                        );
                     }
                     // Citations and future delta kinds do not change what the runtime commits.
                     _ => {}
                 }
             }
-            "content_block_stop" => {
-                if let Some(block) = index.and_then(|i| self.blocks.get_mut(&i))
-                    && block.block.get("type").and_then(Value::as_str) == Some("tool_use")
-                    && !block.json.trim().is_empty()
-                {
-                    // Input that is not JSON stays a string: the schema check then tells the
-                    // model what was wrong.
-                    let input = serde_json::from_str(&block.json)
-                        .unwrap_or_else(|_| Value::String(block.json.clone()));
-                    block.block.insert("input".into(), input);
-                }
-            }
+            // The block is finished when the message is (`AnthropicBlock::into_value`).
+            "content_block_stop" => {}
             "message_delta" => {
                 let message = self
                     .message
@@ -487,7 +545,8 @@ impl StreamAssembler {
             }
             "error" => {
                 let error = crate::anthropic::api_error(data.get("error").unwrap_or(&data));
-                // An overloaded stream is worth another attempt; other errors are final.
+                // An overloaded stream may succeed when sent again; other errors are final. The
+                // HTTP model decides whether it may resend (not once the user saw a part).
                 let overloaded =
                     data.pointer("/error/type").and_then(Value::as_str) == Some("overloaded_error");
                 return Err(if overloaded {
@@ -515,6 +574,13 @@ impl StreamAssembler {
                     && !text.is_empty()
                 {
                     on_event(StreamEvent::Text(text.to_owned()));
+                }
+            }
+            "response.reasoning_summary_text.delta" => {
+                if let Some(text) = data.get("delta").and_then(Value::as_str)
+                    && !text.is_empty()
+                {
+                    on_event(StreamEvent::Reasoning(text.to_owned()));
                 }
             }
             "response.output_item.added" => {

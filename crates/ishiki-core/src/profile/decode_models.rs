@@ -12,7 +12,23 @@ const MODEL_KEYS: &[&str] = &[
     "model",
     "apiKeyEnv",
     "imageLimits",
+    "thinking",
+    "effort",
+    "thinkingBudget",
+    "preservedThinking",
+    "dropInvalidThinking",
+    "systemMessages",
+    "reasoningSummary",
+    "maxOutputTokens",
+    "contextWindow",
 ];
+/// The values of a model's `thinking` key.
+const THINKING_MODES: &[&str] = &["off", "adaptive", "budget"];
+/// The values of a model's `effort` key (Anthropic `output_config.effort`, OpenAI
+/// `reasoning.effort`).
+const EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+/// The values of a model's `reasoningSummary` key (OpenAI `reasoning.summary`).
+const SUMMARIES: &[&str] = &["auto", "concise", "detailed"];
 const IMAGE_LIMIT_KEYS: &[&str] = &[
     "imageBytes",
     "requestBytes",
@@ -187,6 +203,62 @@ impl Doc<'_> {
             },
         };
 
+        let opt_bool = |key: &str| -> Result<Option<bool>, AssemblyError> {
+            match field(entries, key) {
+                None => Ok(None),
+                Some(_) => self.bool(entries, path, key, false).map(Some),
+            }
+        };
+        let opt_uint = |key: &str, min: u64| -> Result<Option<u32>, AssemblyError> {
+            match field(entries, key) {
+                None => Ok(None),
+                Some(_) => self.uint(entries, path, key, min, 0u32).map(Some),
+            }
+        };
+        let capabilities = ModelCapabilities {
+            thinking: self.opt_choice(entries, path, "thinking", THINKING_MODES)?,
+            effort: self.opt_choice(entries, path, "effort", EFFORTS)?,
+            thinking_budget: opt_uint("thinkingBudget", 1024)?,
+            preserved_thinking: opt_bool("preservedThinking")?,
+            drop_invalid_thinking: opt_bool("dropInvalidThinking")?,
+            system_messages: opt_bool("systemMessages")?,
+            reasoning_summary: self.opt_choice(entries, path, "reasoningSummary", SUMMARIES)?,
+            max_output_tokens: opt_uint("maxOutputTokens", 1)?,
+            context_window: opt_uint("contextWindow", 1024)?,
+        };
+        if capabilities.thinking.as_deref() == Some("budget")
+            && capabilities.thinking_budget.is_none()
+        {
+            return Err(self.error(
+                self.invalid(),
+                &path.key("thinking"),
+                field(entries, "thinking").and_then(|t| t.at),
+                "`budget` needs `thinkingBudget` (the thinking tokens, at least 1024)",
+            ));
+        }
+        if let (Some(budget), Some(max)) =
+            (capabilities.thinking_budget, capabilities.max_output_tokens)
+            && budget >= max
+        {
+            return Err(self.error(
+                self.invalid(),
+                &path.key("thinkingBudget"),
+                field(entries, "thinkingBudget").and_then(|t| t.at),
+                format!("must be below maxOutputTokens ({max}): thinking counts toward the output"),
+            ));
+        }
+        if let (Some(max), Some(window)) =
+            (capabilities.max_output_tokens, capabilities.context_window)
+            && max >= window
+        {
+            return Err(self.error(
+                self.invalid(),
+                &path.key("maxOutputTokens"),
+                field(entries, "maxOutputTokens").and_then(|t| t.at),
+                format!("must be below contextWindow ({window})"),
+            ));
+        }
+
         Ok(ModelDecl {
             input: modalities,
             tool_calling,
@@ -195,7 +267,34 @@ impl Doc<'_> {
             model: self.opt_string(entries, path, "model")?,
             api_key_env: self.opt_string(entries, path, "apiKeyEnv")?,
             image_limits: self.image_limits(entries, path)?,
+            capabilities,
         })
+    }
+
+    /// An optional string key that must be one of `choices`.
+    fn opt_choice(
+        &self,
+        entries: Entries<'_>,
+        path: &Path,
+        key: &str,
+        choices: &[&str],
+    ) -> Result<Option<String>, AssemblyError> {
+        let Some(tree) = field(entries, key) else {
+            return Ok(None);
+        };
+        match &tree.node {
+            Node::Str(s) if choices.contains(&s.as_str()) => Ok(Some(s.clone())),
+            other => Err(self.error(
+                self.invalid(),
+                &path.key(key),
+                tree.at,
+                format!(
+                    "expected one of {}, found {}",
+                    choices.join(", "),
+                    describe(other)
+                ),
+            )),
+        }
     }
 
     /// A model's `imageLimits` overrides; every key optional, every value at least 1.

@@ -43,6 +43,7 @@ use diagnostic::*;
 pub use diagnostic::{AssemblyError, AssemblyErrorKind};
 pub use schema::{
     Assembly, AssetsSection, CleanupSection, CodemodeSection, McpSection, McpServerDecl, Modality,
-    ModelDecl, ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget,
+    ModelCapabilities, ModelDecl, ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection,
+    VisionTarget,
 };
 use tree::*;

@@ -252,6 +252,46 @@ pub struct ModelDecl {
     /// [`ModelDecl::image_limits`]); the `provider` field is unused here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_limits: Option<ImageLimits>,
+    /// What the model can do and how to ask for it; each key unset takes the default of the
+    /// model's family (`ishiki-provider` knows the families).
+    #[serde(flatten)]
+    pub capabilities: ModelCapabilities,
+}
+
+/// A model's capability keys in `models.yaml`, each optional: unset means "the default of
+/// the model's family".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCapabilities {
+    /// `thinking`: `off`, `adaptive` (the model decides, with `effort`) or `budget` (older
+    /// Anthropic models, with `thinkingBudget`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    /// `effort`: `none`, `minimal`, `low`, `medium`, `high`, `xhigh` or `max`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// `thinkingBudget`: thinking tokens when `thinking: budget` (at least 1024).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// `preservedThinking`: the model binds each thinking block to its prefix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preserved_thinking: Option<bool>,
+    /// `dropInvalidThinking`: ask the provider to drop, not refuse, thinking whose prefix
+    /// changed (a safety net on models with preserved thinking).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop_invalid_thinking: Option<bool>,
+    /// `systemMessages`: the model takes mid-conversation system messages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_messages: Option<bool>,
+    /// `reasoningSummary`: `auto`, `concise` or `detailed` (OpenAI reasoning summaries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_summary: Option<String>,
+    /// `maxOutputTokens`: the output token limit of one request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+    /// `contextWindow`: the model's context window in tokens (at least 1024).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
 }
 
 impl ModelDecl {
@@ -265,6 +305,7 @@ impl ModelDecl {
             model: None,
             api_key_env: None,
             image_limits: None,
+            capabilities: ModelCapabilities::default(),
         }
     }
 

@@ -76,57 +76,68 @@ impl Runtime {
     ) -> Result<Vec<ToolCall>, RuntimeError> {
         let step = prepared.step;
         let text_protocol = self.shared.assembly.main.tool_calling == ToolCalling::Text;
-        // Reasoning first, verbatim: the provider replays it ahead of the text and calls.
-        let mut content: Vec<Part> = response
-            .reasoning
-            .iter()
-            .cloned()
-            .map(Part::Reasoning)
-            .collect();
+        // The turn as received: text blocks, reasoning and calls keep their order, because
+        // today's reasoning models check each reasoning block against everything before it.
+        let mut content: Vec<Part> = Vec::with_capacity(response.parts.len());
         let mut planned = Vec::new();
-        if let Some(text) = &response.text {
-            if !text.is_empty() {
-                content.push(Part::Text { text: text.clone() });
+        for part in &response.parts {
+            match part {
+                Part::Text { text } if text.is_empty() => {}
+                Part::ToolCall { id, name, input } => {
+                    content.push(part.clone());
+                    planned.push(PlannedCall {
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: input.clone(),
+                        malformed: None,
+                    });
+                }
+                Part::Text { .. } | Part::Reasoning(_) => content.push(part.clone()),
+                // A model adapter returns only the three kinds above; these are not part of an
+                // assistant turn and are not committed.
+                Part::Image(_)
+                | Part::Audio(_)
+                | Part::ToolResult { .. }
+                | Part::CatalogDelta { .. } => {}
             }
-            if text_protocol {
-                let schema_of = |name: &str| {
-                    self.tools
-                        .iter()
-                        .find(|(d, _)| d.name == name)
-                        .map(|(d, _)| d.input_schema.clone())
-                };
-                for segment in text_protocol::parse(text, &schema_of) {
-                    let id = format!("s{step}-call{}", planned.len() + 1);
-                    match segment {
-                        Segment::Text(_) => {}
-                        Segment::Call(call) => planned.push(PlannedCall {
-                            id,
-                            name: call.name,
-                            input: call.arguments,
-                            malformed: None,
-                        }),
-                        Segment::Malformed { raw: _, error } => planned.push(PlannedCall {
-                            id,
-                            name: "(malformed)".to_owned(),
-                            input: Value::Null,
-                            malformed: Some(error),
-                        }),
-                    }
+        }
+        if text_protocol && let Some(text) = response.text() {
+            let schema_of = |name: &str| {
+                self.tools
+                    .iter()
+                    .find(|(d, _)| d.name == name)
+                    .map(|(d, _)| d.input_schema.clone())
+            };
+            for segment in text_protocol::parse(&text, &schema_of) {
+                let id = format!("s{step}-call{}", planned.len() + 1);
+                match segment {
+                    Segment::Text(_) => {}
+                    Segment::Call(call) => planned.push(PlannedCall {
+                        id,
+                        name: call.name,
+                        input: call.arguments,
+                        malformed: None,
+                    }),
+                    Segment::Malformed { raw: _, error } => planned.push(PlannedCall {
+                        id,
+                        name: "(malformed)".to_owned(),
+                        input: Value::Null,
+                        malformed: Some(error),
+                    }),
                 }
             }
         }
-        for call in &response.calls {
-            content.push(Part::ToolCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                input: call.input.clone(),
-            });
-            planned.push(PlannedCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                input: call.input.clone(),
-                malformed: None,
-            });
+        // One cap on the calls a step runs, whichever way they came (native, streamed or
+        // not, or written in text): the turn is kept whole, the calls past the cap are answered
+        // with a refusal instead of running.
+        let made = planned.len();
+        for call in planned.iter_mut().skip(text_protocol::MAX_CALLS) {
+            if call.malformed.is_none() {
+                call.malformed = Some(format!(
+                    "not run: this response made {made} tool calls and at most {} run in one step; make the rest in the next step",
+                    text_protocol::MAX_CALLS
+                ));
+            }
         }
         let assistant = Message {
             id: format!("s{step}-assistant"),
@@ -145,6 +156,16 @@ impl Runtime {
             // Persisted beside the message it paid for; `Message` ignores the key on load.
             record.insert("usage".to_owned(), to_json(usage)?);
         }
+        if let (false, Value::Object(record)) =
+            (response.input_transformations.is_empty(), &mut stored.json)
+        {
+            // What the provider changed in the request this response answered (thinking it
+            // dropped), kept for diagnosis beside the message; `Message` ignores it on load.
+            record.insert(
+                "input_transformations".to_owned(),
+                Value::Array(response.input_transformations.clone()),
+            );
+        }
         batch.messages.push(stored);
         batch.delivery = Some(to_json(&delivery)?);
         batch.catalog = Some(to_json(&CatalogBlob {
@@ -161,6 +182,7 @@ impl Runtime {
         self.step = step;
         self.delivery = delivery;
         self.announced = prepared.announced;
+        self.last_sent = prepared.request.messages;
         if let Some(delta) = prepared.delta {
             self.history.push(Entry {
                 message: delta,

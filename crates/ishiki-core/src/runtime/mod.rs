@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::builtin::{self, Shared};
 use crate::clock::{Clock, SystemClock, rfc3339};
+use crate::edits::{EditPolicy, EditReport, ImageBudget};
 use crate::message::{
     MediaPart, Message, Model, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
 };
@@ -69,9 +70,18 @@ pub struct RuntimeBuilder {
     artifacts: Option<Arc<dyn ArtifactStore>>,
     assets: Option<Arc<dyn AssetStore>>,
     pub(crate) programs: builtin::ProgramSettings,
+    edit_policy: EditPolicy,
 }
 
 impl RuntimeBuilder {
+    /// When the projection's edits of earlier context reach the model (default
+    /// [`EditPolicy::Immediate`]); [`EditPolicy::AtUserTurns`] for models that bind thinking to
+    /// its prefix (see [`crate::edits`]).
+    pub fn edit_policy(mut self, policy: EditPolicy) -> Self {
+        self.edit_policy = policy;
+        self
+    }
+
     /// The workspace root on the host (default: `<state>/workspace`).
     pub fn workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
         self.workspace_root = Some(root.into());
@@ -187,6 +197,8 @@ pub struct Prepared {
     pub step: u64,
     /// What the model receives.
     pub request: Request,
+    /// What the edit planner did to this request ([`crate::edits`]).
+    pub edits: EditReport,
     pending: PendingChange,
     delta: Option<Arc<Message>>,
     announced: Vec<String>,
@@ -260,6 +272,9 @@ pub struct Runtime {
     announced: Vec<String>,
     step: u64,
     planned: Vec<PlannedCall>,
+    edit_policy: EditPolicy,
+    /// The messages of the last request that got an answer: what the edit planner compares.
+    last_sent: Vec<Arc<Message>>,
     media_cache: Mutex<HashMap<String, Result<Option<String>, String>>>,
     /// Held for the runtime's lifetime; the last field, so it is released after the store.
     _state_lock: state_dir::StateLock,
@@ -286,6 +301,7 @@ impl Runtime {
             artifacts: None,
             assets: None,
             programs: builtin::ProgramSettings::default(),
+            edit_policy: EditPolicy::default(),
         }
     }
 

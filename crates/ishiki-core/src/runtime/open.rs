@@ -202,6 +202,8 @@ impl Runtime {
             announced,
             step,
             planned: Vec::new(),
+            edit_policy: b.edit_policy,
+            last_sent: Vec::new(),
             media_cache: Mutex::new(HashMap::new()),
             _state_lock: state_lock,
         };

@@ -404,9 +404,24 @@ impl Runtime {
         if let Some(delta) = &delta {
             messages.push(delta.clone());
         }
+        let limits = &config.provider_limits;
+        let budget = ImageBudget {
+            images: limits
+                .images
+                .map_or(config.max_image_count, |n| n.min(config.max_image_count)),
+            // Provider request limits count base64: four bytes for every three.
+            bytes: limits
+                .request_bytes
+                .map_or(config.max_total_image_bytes, |b| {
+                    (b / 4 * 3).min(config.max_total_image_bytes)
+                }),
+        };
+        let (messages, edits) =
+            crate::edits::plan(&self.last_sent, messages, self.edit_policy, budget);
         Ok(Prepared {
             step,
             request: Request { tools, messages },
+            edits,
             pending: projection.pending,
             delta,
             announced,

@@ -624,7 +624,25 @@ fn pro7_every_assembly_error_message() {
         ),
         (
             "unknown model key",
-            Input::ModelsYaml("models:\n  main: { input: [text], contextWindow: 8000 }\n"),
+            Input::ModelsYaml("models:\n  main: { input: [text], pricing: 3 }\n"),
+        ),
+        (
+            "unknown thinking mode",
+            Input::ModelsYaml("models:\n  main: { input: [text], thinking: maybe }\n"),
+        ),
+        (
+            "thinking budget without its tokens",
+            Input::ModelsYaml("models:\n  main: { input: [text], thinking: budget }\n"),
+        ),
+        (
+            "thinking budget below the minimum",
+            Input::ModelsYaml("models:\n  main: { input: [text], thinkingBudget: 100 }\n"),
+        ),
+        (
+            "output limit not below the window",
+            Input::ModelsYaml(
+                "models:\n  main: { input: [text], maxOutputTokens: 9000, contextWindow: 8000 }\n",
+            ),
         ),
         (
             "model name needing quotes",

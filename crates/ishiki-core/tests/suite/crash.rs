@@ -86,15 +86,11 @@ fn open(dir: &Path, clock: Arc<ManualClock>, durability: Durability, stores: &St
 }
 
 fn read_call(id: &str, url: &str) -> ModelResponse {
-    ModelResponse {
-        text: None,
-        calls: vec![ToolCall {
-            id: id.to_owned(),
-            name: "read".to_owned(),
-            input: json!({ "url": url, "lifetime": "once" }),
-        }],
-        ..ModelResponse::default()
-    }
+    ModelResponse::from_calls([ToolCall {
+        id: id.to_owned(),
+        name: "read".to_owned(),
+        input: json!({ "url": url, "lifetime": "once" }),
+    }])
 }
 
 #[tokio::test]
@@ -651,14 +647,8 @@ fn killed_sessions_reopen_consistent(stores: &Stores) {
             .map(|(_, url)| url)
             .collect();
         let step = prepared.step;
-        rt.commit(
-            prepared,
-            ModelResponse {
-                text: Some("seen".to_owned()),
-                ..ModelResponse::default()
-            },
-        )
-        .expect("the commit succeeds");
+        rt.commit(prepared, ModelResponse::from_text("seen".to_owned()))
+            .expect("the commit succeeds");
         facts.committed.insert(step, (None, urls));
     }
     // At the end, every URL of the whole committed history reads back once more.

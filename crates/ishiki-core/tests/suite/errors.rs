@@ -63,17 +63,11 @@ fn runtime(dir: &std::path::Path) -> Runtime {
 }
 
 fn calls(calls: &[(&str, &str, Value)]) -> ModelResponse {
-    ModelResponse {
-        calls: calls
-            .iter()
-            .map(|(id, name, input)| ToolCall {
-                id: (*id).to_owned(),
-                name: (*name).to_owned(),
-                input: input.clone(),
-            })
-            .collect(),
-        ..ModelResponse::default()
-    }
+    ModelResponse::from_calls(calls.iter().map(|(id, name, input)| ToolCall {
+        id: (*id).to_owned(),
+        name: (*name).to_owned(),
+        input: input.clone(),
+    }))
 }
 
 fn report<'a>(reports: &'a [CallReport], id: &str) -> &'a CallReport {
@@ -93,10 +87,7 @@ async fn a_failed_model_request_says_whether_a_retry_may_work_and_the_step_can_b
         Err(ModelError::permanent(
             "the provider refused the request (HTTP 400)",
         )),
-        Ok(ModelResponse {
-            text: Some("hi".to_owned()),
-            ..ModelResponse::default()
-        }),
+        Ok(ModelResponse::from_text("hi".to_owned())),
     ]));
 
     let busy = rt.step_with(&model).await.expect_err("a 429");

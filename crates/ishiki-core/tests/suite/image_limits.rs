@@ -82,11 +82,7 @@ fn runtime(dir: &std::path::Path) -> Runtime {
 }
 
 fn say(text: &str) -> ModelResponse {
-    ModelResponse {
-        text: Some(text.to_owned()),
-        calls: Vec::new(),
-        ..ModelResponse::default()
-    }
+    ModelResponse::from_text(text)
 }
 
 fn texts(request: &ishiki_core::Request) -> String {

@@ -133,15 +133,11 @@ fn build(
 /// Runs one step whose response is the single call `name(input)`, and returns its report.
 async fn run(rt: &mut Runtime, id: &str, name: &str, input: Value) -> CallReport {
     let prepared = rt.prepare().expect("prepare");
-    let response = ModelResponse {
-        text: None,
-        calls: vec![ToolCall {
-            id: id.to_owned(),
-            name: name.to_owned(),
-            input,
-        }],
-        ..ModelResponse::default()
-    };
+    let response = ModelResponse::from_calls(vec![ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        input,
+    }]);
     rt.commit(prepared, response).expect("commit");
     let mut reports = rt.execute().await.expect("execute");
     assert_eq!(reports.len(), 1);

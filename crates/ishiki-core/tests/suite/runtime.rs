@@ -180,17 +180,11 @@ fn call(id: &str, name: &str, input: Value) -> ToolCall {
 }
 
 fn calls(calls: Vec<ToolCall>) -> ModelResponse {
-    ModelResponse {
-        calls,
-        ..ModelResponse::default()
-    }
+    ModelResponse::from_calls(calls)
 }
 
 fn say(text: &str) -> ModelResponse {
-    ModelResponse {
-        text: Some(text.to_owned()),
-        ..ModelResponse::default()
-    }
+    ModelResponse::from_text(text)
 }
 
 /// One whole step: the request it sent and the reports of its calls.
@@ -657,13 +651,7 @@ async fn tp1_text_calls_run_through_the_same_path() {
     );
     let prepared = rt.prepare().unwrap();
     let calls = rt
-        .commit(
-            prepared,
-            ModelResponse {
-                text: Some(text.clone()),
-                ..ModelResponse::default()
-            },
-        )
+        .commit(prepared, ModelResponse::from_text(text.clone()))
         .unwrap();
     let names: Vec<(&str, &str)> = calls
         .iter()
@@ -1052,12 +1040,17 @@ async fn reasoning_and_usage_are_committed_with_the_response() {
         cache_write_tokens: 20,
     };
     let response = ModelResponse {
-        text: Some("Done.".into()),
-        reasoning: vec![ishiki_core::Reasoning {
-            provider: "anthropic".into(),
-            model: "m".into(),
-            data: thinking.clone(),
-        }],
+        parts: vec![
+            ishiki_core::Part::Reasoning(ishiki_core::Reasoning {
+                provider: "anthropic".into(),
+                model: "m".into(),
+                data: thinking.clone(),
+                prefix: Some("p".into()),
+            }),
+            ishiki_core::Part::Text {
+                text: "Done.".into(),
+            },
+        ],
         usage: Some(usage),
         ..ModelResponse::default()
     };

@@ -43,28 +43,17 @@ async fn converse(dir: &Path) {
     let prepared = rt.prepare().expect("a request");
     rt.commit(
         prepared,
-        ModelResponse {
-            text: None,
-            calls: vec![ToolCall {
-                id: "c1".to_owned(),
-                name: "read".to_owned(),
-                input: json!({ "url": "workspace:///home/workspace/a.png", "lifetime": "once" }),
-            }],
-            ..ModelResponse::default()
-        },
+        ModelResponse::from_calls(vec![ToolCall {
+            id: "c1".to_owned(),
+            name: "read".to_owned(),
+            input: json!({ "url": "workspace:///home/workspace/a.png", "lifetime": "once" }),
+        }]),
     )
     .expect("a commit");
     rt.execute().await.expect("the read runs");
     let prepared = rt.prepare().expect("a second request");
-    rt.commit(
-        prepared,
-        ModelResponse {
-            text: Some("seen".to_owned()),
-            calls: Vec::new(),
-            ..ModelResponse::default()
-        },
-    )
-    .expect("a second commit");
+    rt.commit(prepared, ModelResponse::from_text("seen".to_owned()))
+        .expect("a second commit");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -283,15 +272,8 @@ async fn sec4_a_history_whose_write_ahead_log_was_lost_is_an_error() {
     rt.add_user_message("u1", "look", &[png(4, 4, 1)])
         .expect("a user message");
     let prepared = rt.prepare().expect("a request");
-    rt.commit(
-        prepared,
-        ModelResponse {
-            text: Some("seen".to_owned()),
-            calls: Vec::new(),
-            ..ModelResponse::default()
-        },
-    )
-    .expect("a commit");
+    rt.commit(prepared, ModelResponse::from_text("seen".to_owned()))
+        .expect("a commit");
     // Killed now, with the commits only in the write-ahead log (no checkpoint yet), and the
     // log then deleted: what is left is the main file and the rest of the directory.
     let lost = tmp.path().join("lost");

@@ -83,22 +83,18 @@ async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_append
     let delta = last_texts(&now);
     with_snapshots(|| insta::assert_snapshot!("list_changed_delta", delta));
 
-    let response = ModelResponse {
-        text: None,
-        calls: vec![
-            ToolCall {
-                id: "late-ping".into(),
-                name: "fake_ping".into(),
-                input: json!({}),
-            },
-            ToolCall {
-                id: "echo".into(),
-                name: "fake_echo".into(),
-                input: json!({ "text": "hello" }),
-            },
-        ],
-        ..ModelResponse::default()
-    };
+    let response = ModelResponse::from_calls([
+        ToolCall {
+            id: "late-ping".into(),
+            name: "fake_ping".into(),
+            input: json!({}),
+        },
+        ToolCall {
+            id: "echo".into(),
+            name: "fake_echo".into(),
+            input: json!({ "text": "hello" }),
+        },
+    ]);
     rt.commit(prepared, response).expect("commit");
     let reports = rt.execute().await.expect("execute");
     assert!(reports[0].is_error);

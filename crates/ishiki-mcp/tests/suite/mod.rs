@@ -130,19 +130,12 @@ pub(crate) fn runtime(profile: &Profile, tools: Vec<Arc<dyn Tool>>, state: &Path
 pub(crate) async fn step(runtime: &mut Runtime, calls: &[(&str, Value)]) -> Vec<CallReport> {
     let prepared = runtime.prepare().expect("prepare");
     let step = prepared.step;
-    let response = ModelResponse {
-        text: None,
-        calls: calls
-            .iter()
-            .enumerate()
-            .map(|(k, (name, input))| ToolCall {
-                id: format!("c{step}-{k}"),
-                name: (*name).to_owned(),
-                input: input.clone(),
-            })
-            .collect(),
-        ..ModelResponse::default()
-    };
+    let response =
+        ModelResponse::from_calls(calls.iter().enumerate().map(|(k, (name, input))| ToolCall {
+            id: format!("c{step}-{k}"),
+            name: (*name).to_owned(),
+            input: input.clone(),
+        }));
     runtime.commit(prepared, response).expect("commit");
     runtime.execute().await.expect("execute")
 }

@@ -41,11 +41,7 @@ fn runtime(dir: &std::path::Path, store: PostgresStore) -> Runtime {
 }
 
 fn say(text: &str) -> ModelResponse {
-    ModelResponse {
-        text: Some(text.to_owned()),
-        calls: Vec::new(),
-        ..ModelResponse::default()
-    }
+    ModelResponse::from_text(text)
 }
 
 /// Commits one text-only step; the error is the runtime's.
@@ -203,15 +199,11 @@ fn tool_results_of_a_runtime_that_lost_its_lease_are_not_committed() {
         .write("/home/workspace/note.txt", b"hello")
         .expect("a fixture");
     let prepared = stale.prepare().expect("a request");
-    let response = ModelResponse {
-        text: None,
-        calls: vec![ishiki_core::ToolCall {
-            id: "r1".to_owned(),
-            name: "read".to_owned(),
-            input: serde_json::json!({ "url": "workspace:///home/workspace/note.txt" }),
-        }],
-        ..ModelResponse::default()
-    };
+    let response = ModelResponse::from_calls(vec![ishiki_core::ToolCall {
+        id: "r1".to_owned(),
+        name: "read".to_owned(),
+        input: serde_json::json!({ "url": "workspace:///home/workspace/note.txt" }),
+    }]);
     stale
         .commit(prepared, response)
         .expect("the response commits");

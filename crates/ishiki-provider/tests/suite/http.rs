@@ -221,7 +221,7 @@ async fn http_429_then_success_is_retried() {
         })
         .await
         .unwrap();
-    assert_eq!(parsed.response.text.as_deref(), Some("ok"));
+    assert_eq!(parsed.response.text().as_deref(), Some("ok"));
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
 
@@ -399,7 +399,7 @@ async fn http_api_key_goes_in_the_protocol_header() {
             })
             .await
             .unwrap();
-        assert_eq!(parsed.response.text.as_deref(), Some("hi"));
+        assert_eq!(parsed.response.text().as_deref(), Some("hi"));
         let head = seen.lock().unwrap()[0].head.to_lowercase();
         let expected = match protocol {
             Protocol::Anthropic => format!("x-api-key: {key}"),
@@ -439,13 +439,13 @@ async fn http_streams_each_protocol_through_the_callback() {
             .await
             .unwrap();
         assert_eq!(
-            parsed.response.text.as_deref(),
+            parsed.response.text().as_deref(),
             Some("Let me read it — ok."),
             "{protocol:?}"
         );
-        assert_eq!(parsed.response.calls[0].name, "read");
+        assert_eq!(parsed.response.calls()[0].name, "read");
         assert_eq!(
-            parsed.response.calls[0].input,
+            parsed.response.calls()[0].input,
             json!({ "url": "workspace:///notes.txt" })
         );
         assert!(
@@ -458,15 +458,19 @@ async fn http_streams_each_protocol_through_the_callback() {
         assert!(
             parsed
                 .response
-                .reasoning
-                .iter()
-                .all(|r| r.model == "test-model")
+                .reasoning()
+                .all(|r| r.model == "test-model" && r.prefix.is_some())
         );
         let first_call = events
             .iter()
             .position(|e| matches!(e, StreamEvent::ToolCall { .. }))
             .unwrap();
-        assert!(matches!(events[0], StreamEvent::Text(_)), "{events:?}");
+        // Thinking summaries come as reasoning events, before the answer's text.
+        let first_answer = events
+            .iter()
+            .find(|e| !matches!(e, StreamEvent::Reasoning(_)))
+            .unwrap();
+        assert!(matches!(first_answer, StreamEvent::Text(_)), "{events:?}");
         assert!(
             events[first_call..]
                 .iter()
@@ -490,13 +494,16 @@ async fn http_streams_each_protocol_through_the_callback() {
     }
 }
 
-/// A stream cut mid-way is retried from the start; the caller hears that what it showed is
-/// void, and a step whose every attempt broke commits nothing.
+/// A stream cut before it showed anything is retried from the start; one cut after it showed
+/// part of the answer is not resent (the user would read two answers): the caller gets an
+/// `Interrupted` error, worth trying again. A step whose attempt broke commits nothing.
 #[tokio::test]
-async fn http_stream_cut_midway_is_retried_and_never_half_committed() {
+async fn http_stream_cut_midway_is_retried_only_before_it_showed_anything() {
     let whole = sse(Protocol::OpenAi);
+    // Cut inside the first data line: nothing was shown yet.
+    let early = whole[..whole.find("\n\n").unwrap() / 2].to_owned();
     let half = whole[..whole.len() / 2].to_owned();
-    let (url, seen) = replay(vec![(200, SSE, half.clone()), (200, SSE, whole)]).await;
+    let (url, seen) = replay(vec![(200, SSE, early), (200, SSE, whole.clone())]).await;
     let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
     let mut events = Vec::new();
     let parsed = model
@@ -509,7 +516,7 @@ async fn http_stream_cut_midway_is_retried_and_never_half_committed() {
         )
         .await
         .unwrap();
-    assert_eq!(parsed.response.calls.len(), 1);
+    assert_eq!(parsed.response.calls().len(), 1);
     assert_eq!(seen.lock().unwrap().len(), 2);
     let retry = events
         .iter()
@@ -518,6 +525,39 @@ async fn http_stream_cut_midway_is_retried_and_never_half_committed() {
     assert!(
         matches!(&events[retry], StreamEvent::Retry { reason } if reason.starts_with("the openai stream ended before the response was complete")),
         "{events:?}"
+    );
+    assert!(
+        events[..retry]
+            .iter()
+            .all(|e| !matches!(e, StreamEvent::Text(_))),
+        "{events:?}"
+    );
+
+    // Cut after text was shown: one attempt only, an interruption the caller sees.
+    let (url, seen) = replay(vec![(200, SSE, half.clone()), (200, SSE, whole)]).await;
+    let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
+    let mut events = Vec::new();
+    let error = model
+        .send_with(
+            &Request {
+                tools: vec![],
+                messages: vec![],
+            },
+            |e| events.push(e),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ProviderErrorKind::Interrupted);
+    assert!(error.is_retryable());
+    assert!(
+        error.message().starts_with("the answer was interrupted: "),
+        "{error}"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 1, "never resent on its own");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Retry { .. }))
     );
 
     let (url, _) = replay(vec![(200, SSE, half)]).await;
@@ -532,7 +572,7 @@ async fn http_stream_cut_midway_is_retried_and_never_half_committed() {
     assert_eq!(
         error.message(),
         format!(
-            "the model request failed: the openai stream ended before the response was complete ({url}/chat/completions)"
+            "the model request failed: the answer was interrupted: the openai stream ended before the response was complete ({url}/chat/completions)"
         )
     );
     assert_eq!(runtime.prepare().unwrap().request.messages.len(), 1);

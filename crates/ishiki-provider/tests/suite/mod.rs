@@ -2,12 +2,15 @@
 
 mod body_limit;
 mod common;
+mod fake;
 mod http;
 mod invariants;
+mod oracle;
 mod parse;
 mod prefix;
 mod reasoning;
 mod render;
 mod schema;
+mod session;
 mod snapshots;
 mod stream;

@@ -19,8 +19,8 @@ fn openai_tool_calls_text_stop_reason_and_cached_usage() {
     }))
     .unwrap();
     assert_eq!(parsed.stop_reason, "tool_calls");
-    assert_eq!(parsed.response.text, None);
-    let calls = &parsed.response.calls;
+    assert_eq!(parsed.response.text(), None);
+    let calls = &parsed.response.calls();
     assert_eq!(calls[0].input, json!({ "url": "workspace:///a" }));
     assert_eq!(calls[1].input, json!({}));
     // Broken arguments reach the runtime as a string; its schema check tells the model.
@@ -38,8 +38,8 @@ fn openai_tool_calls_text_stop_reason_and_cached_usage() {
         "choices": [{ "finish_reason": "stop", "message": { "role": "assistant", "content": "done" } }]
     }))
     .unwrap();
-    assert_eq!(text.response.text.as_deref(), Some("done"));
-    assert!(text.response.calls.is_empty());
+    assert_eq!(text.response.text().as_deref(), Some("done"));
+    assert!(text.response.calls().is_empty());
     assert_eq!(text.usage.input_tokens, 0);
 }
 
@@ -56,8 +56,8 @@ fn anthropic_blocks_stop_reason_and_cached_usage() {
         "usage": { "input_tokens": 20, "cache_creation_input_tokens": 30, "cache_read_input_tokens": 50, "output_tokens": 9 }
     }))
     .unwrap();
-    assert_eq!(parsed.response.text.as_deref(), Some("Reading."));
-    assert_eq!(parsed.response.calls[0].id, "toolu_1");
+    assert_eq!(parsed.response.text().as_deref(), Some("Reading."));
+    assert_eq!(parsed.response.calls()[0].id, "toolu_1");
     assert_eq!(parsed.stop_reason, "tool_use");
     assert_eq!(
         (

@@ -68,11 +68,7 @@ async fn session() -> Vec<Request> {
             name: "read".into(),
             input: json!({ "url": format!("workspace:///shot{i}.png"), "lifetime": "recent" }),
         };
-        let response = ModelResponse {
-            text: Some(format!("Step {i}.")),
-            calls: vec![call],
-            ..ModelResponse::default()
-        };
+        let response = ModelResponse::from_text_and_calls(Some(format!("Step {i}.")), [call]);
         runtime.commit(prepared, response).unwrap();
         let reports = runtime.execute().await.unwrap();
         assert!(!reports[0].is_error, "{}", reports[0].text);

@@ -1,19 +1,23 @@
-//! Reasoning parts on the wire: replayed byte for byte to the provider and model that made them,
-//! dropped (never edited) for any other, dropped before the first message a pruning changed —
-//! and a property test over random sessions with reasoning, tool loops and pruning: no signed
-//! block is ever modified or reordered, and steps without pruning keep the previous request's
-//! bytes as their prefix.
+//! Reasoning on the wire, checked by the enforcing fakes (`fake.rs`): an assistant turn is
+//! replayed in the order it was received; reasoning is replayed byte for byte to the provider
+//! and model that made it and dropped (never edited) for any other; on models that bind
+//! thinking to its prefix, a change keeps the thinking before it and drops the thinking after
+//! it, once and for good, while thinking made after the change is kept — and a property test
+//! over random live sessions (reasoning, tool loops, other models, prunings) in which the fake
+//! never refuses a request.
 
-use ishiki_core::{MediaPart, Message, Part, Reasoning, Request, Role, ToolSpec};
+use ishiki_core::{MediaPart, Message, ModelResponse, Part, Reasoning, Request, Role, ToolSpec};
 use ishiki_provider::{
-    ANTHROPIC, AnthropicOptions, OPENAI_RESPONSES, OpenAiOptions, ReplayPlan, ReplayState,
-    ResponsesOptions, anthropic_cache_layout, reasoning_replay, render_anthropic, render_openai,
-    render_responses,
+    ANTHROPIC, AnthropicOptions, OPENAI_RESPONSES, OpenAiOptions, Protocol, ResponsesOptions,
+    parse_anthropic_response, parse_responses_response, render_anthropic,
+    render_anthropic_with_report, render_openai, render_responses, render_responses_with_report,
+    stamp_reasoning,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use super::render::{check_anthropic, check_openai, check_responses};
+use super::fake::{ResponsesRule, check_anthropic, sign_answer};
+use super::render::{check_anthropic as check_anthropic_shape, check_openai, check_responses};
 
 fn message(id: &str, role: Role, content: Vec<Part>) -> Message {
     Message {
@@ -24,31 +28,8 @@ fn message(id: &str, role: Role, content: Vec<Part>) -> Message {
     }
 }
 
-fn thinking(provider: &str, model: &str, tag: &str) -> Part {
-    let data = if provider == ANTHROPIC {
-        json!({ "type": "thinking", "thinking": format!("think {tag}"),
-            "signature": format!("sig/{tag}+==") })
-    } else {
-        json!({ "type": "reasoning", "id": format!("rs_{tag}"), "summary": [],
-            "encrypted_content": format!("enc/{tag}+==") })
-    };
-    Part::Reasoning(Reasoning {
-        provider: provider.to_owned(),
-        model: model.to_owned(),
-        data,
-    })
-}
-
 fn text(text: &str) -> Part {
     Part::Text { text: text.into() }
-}
-
-fn call(id: &str) -> Part {
-    Part::ToolCall {
-        id: id.into(),
-        name: "read".into(),
-        input: json!({ "url": "workspace:///notes.txt" }),
-    }
 }
 
 fn result(id: &str) -> Part {
@@ -67,40 +48,14 @@ fn tools() -> Vec<ToolSpec> {
     }]
 }
 
-/// A tool loop in which each assistant turn carries reasoning of both providers.
-fn tool_loop() -> Request {
-    Request {
-        tools: tools(),
-        messages: vec![
-            message("sys", Role::System, vec![text("rules")]),
-            message("m1", Role::User, vec![text("read my notes")]),
-            message(
-                "s1-assistant",
-                Role::Assistant,
-                vec![
-                    thinking(ANTHROPIC, "m", "a1"),
-                    thinking(OPENAI_RESPONSES, "m", "o1"),
-                    thinking(ANTHROPIC, "other-model", "x1"),
-                    text("Reading."),
-                    call("c1"),
-                ],
-            ),
-            message("s1-tools", Role::Tool, vec![result("c1")]),
-            message(
-                "s2-assistant",
-                Role::Assistant,
-                vec![
-                    thinking(ANTHROPIC, "m", "a2"),
-                    thinking(OPENAI_RESPONSES, "m", "o2"),
-                    call("c2"),
-                ],
-            ),
-            message("s2-tools", Role::Tool, vec![result("c2")]),
-        ]
-        .into_iter()
-        .map(std::sync::Arc::new)
-        .collect(),
-    }
+fn image(n: usize) -> Part {
+    Part::Image(MediaPart {
+        media_type: "image/png".into(),
+        url: format!("asset://{n}.png"),
+        bytes: 3,
+        sha256: "00".into(),
+        data: Some("iVBORw==".into()),
+    })
 }
 
 /// The reasoning blocks of a rendered body, in body order, as JSON text.
@@ -125,156 +80,346 @@ fn rendered_reasoning(body: &Value) -> Vec<String> {
     out
 }
 
-fn data(part: &Part) -> String {
-    match part {
-        Part::Reasoning(r) => r.data.to_string(),
-        _ => unreachable!("a reasoning part"),
+/// A live session against the enforcing fake of one API: each turn renders the history, the
+/// fake checks the body (a refusal fails the test) and answers with reasoning it signed, the
+/// answer is parsed and stamped as `HttpModel` does, and committed in order.
+struct Live {
+    protocol: Protocol,
+    model: String,
+    history: Vec<Message>,
+    rule: ResponsesRule,
+    turns: usize,
+    /// Reasoning kept and dropped over the session.
+    kept: usize,
+    dropped: usize,
+}
+
+impl Live {
+    fn new(protocol: Protocol, model: &str) -> Self {
+        Self {
+            protocol,
+            model: model.to_owned(),
+            history: vec![
+                message("sys", Role::System, vec![text("rules")]),
+                message("m0", Role::User, vec![text("start")]),
+            ],
+            rule: ResponsesRule::default(),
+            turns: 0,
+            kept: 0,
+            dropped: 0,
+        }
     }
+
+    fn request(&self) -> Request {
+        Request {
+            tools: tools(),
+            messages: self
+                .history
+                .iter()
+                .cloned()
+                .map(std::sync::Arc::new)
+                .collect(),
+        }
+    }
+
+    fn render(&self) -> Value {
+        let request = self.request();
+        match self.protocol {
+            Protocol::Anthropic => {
+                render_anthropic(&request, &AnthropicOptions::new(&self.model, 1024))
+            }
+            _ => render_responses(&request, &ResponsesOptions::new(&self.model)),
+        }
+    }
+
+    /// One model turn: `thinking` reasoning blocks interleaved with `calls` calls (a block
+    /// before each call and one after), then a text when there is no call.
+    fn turn(&mut self, thinking: usize, calls: usize) -> Result<Value, String> {
+        if self
+            .history
+            .last()
+            .is_some_and(|m| m.role == Role::Assistant)
+        {
+            let n = self.history.len();
+            self.history
+                .push(message(&format!("u{n}"), Role::User, vec![text("go on")]));
+        }
+        let request = self.request();
+        let n = self.turns;
+        self.turns += 1;
+        let body = match self.protocol {
+            Protocol::Anthropic => {
+                let (body, report) = render_anthropic_with_report(
+                    &request,
+                    &AnthropicOptions::new(&self.model, 1024),
+                );
+                self.kept += report.kept;
+                self.dropped += report.dropped_changed;
+                check_anthropic(&body, "")?;
+                body
+            }
+            _ => {
+                let (body, report) =
+                    render_responses_with_report(&request, &ResponsesOptions::new(&self.model));
+                self.kept += report.kept;
+                self.dropped += report.dropped_changed;
+                self.rule.check(&body)?;
+                body
+            }
+        };
+        let mut blocks = Vec::new();
+        for k in 0..thinking.max(calls) {
+            if k < thinking {
+                blocks.push(match self.protocol {
+                    Protocol::Anthropic => {
+                        json!({ "type": "thinking", "thinking": if k % 2 == 0 { String::new() } else { format!("t{n}.{k}") }, "signature": "" })
+                    }
+                    _ => json!({ "type": "reasoning", "id": format!("rs_{n}_{k}"), "summary": [],
+                        "encrypted_content": format!("enc{n}.{k}") }),
+                });
+            }
+            if k < calls {
+                blocks.push(match self.protocol {
+                    Protocol::Anthropic => json!({ "type": "tool_use", "id": format!("c{n}-{k}"),
+                        "name": "read", "input": { "url": "workspace:///notes.txt" } }),
+                    _ => json!({ "type": "function_call", "id": format!("fc_{n}_{k}"),
+                        "call_id": format!("c{n}-{k}"), "name": "read",
+                        "arguments": "{\"url\":\"workspace:///notes.txt\"}" }),
+                });
+            }
+        }
+        // An answer never ends with reasoning: a text follows it.
+        let ends_in_reasoning = blocks
+            .last()
+            .is_some_and(|b| matches!(b["type"].as_str(), Some("thinking" | "reasoning")));
+        if calls == 0 || ends_in_reasoning {
+            blocks.push(match self.protocol {
+                Protocol::Anthropic => json!({ "type": "text", "text": format!("answer {n}") }),
+                _ => json!({ "type": "message", "role": "assistant", "id": format!("msg_{n}"),
+                    "content": [{ "type": "output_text", "text": format!("answer {n}") }] }),
+            });
+        }
+        let mut response: ModelResponse = match self.protocol {
+            Protocol::Anthropic => {
+                sign_answer(&body, &mut blocks);
+                parse_anthropic_response(&json!({ "type": "message", "role": "assistant",
+                    "model": self.model, "content": blocks }))
+            }
+            _ => {
+                self.rule.remember(&blocks);
+                parse_responses_response(&json!({ "object": "response", "status": "completed",
+                    "model": self.model, "output": blocks }))
+            }
+        }
+        .map_err(|e| e.to_string())?
+        .response;
+        stamp_reasoning(self.protocol, &body, &mut response);
+        let at = self.history.len();
+        self.history.push(message(
+            &format!("s{n}-assistant"),
+            Role::Assistant,
+            response.parts,
+        ));
+        if calls > 0 {
+            self.history.push(message(
+                &format!("s{n}-tools"),
+                Role::Tool,
+                (0..calls).map(|k| result(&format!("c{n}-{k}"))).collect(),
+            ));
+        }
+        Ok(json!(at))
+    }
+
+    fn user(&mut self, with_image: bool) {
+        let n = self.history.len();
+        let mut content = vec![text("more")];
+        if with_image {
+            content.push(image(n));
+        }
+        self.history
+            .push(message(&format!("att-msg-u{n}"), Role::User, content));
+    }
+
+    /// An edit of earlier context: the oldest image still present leaves (pruning). Returns
+    /// the index of the changed message.
+    fn prune(&mut self) -> Option<usize> {
+        let at = self
+            .history
+            .iter()
+            .position(|m| m.content.iter().any(|p| matches!(p, Part::Image(_))))?;
+        self.history[at]
+            .content
+            .retain(|p| !matches!(p, Part::Image(_)));
+        self.history[at].content.push(text("[image pruned]"));
+        Some(at)
+    }
+}
+
+#[test]
+fn an_assistant_turn_is_replayed_in_the_order_it_was_received() {
+    // thinking, tool_use, thinking, text, text, tool_use: as the API sent it.
+    let mut live = Live::new(Protocol::Anthropic, "claude-fable-5-2");
+    let body = live.render();
+    let mut content = vec![
+        json!({ "type": "thinking", "thinking": "", "signature": "" }),
+        json!({ "type": "tool_use", "id": "c1", "name": "read", "input": {} }),
+        json!({ "type": "thinking", "thinking": "then", "signature": "" }),
+        json!({ "type": "text", "text": "First block." }),
+        json!({ "type": "text", "text": "Second block." }),
+        json!({ "type": "tool_use", "id": "c2", "name": "read", "input": {} }),
+    ];
+    sign_answer(&body, &mut content);
+    let mut response = parse_anthropic_response(&json!({ "type": "message",
+        "model": "claude-fable-5-2", "content": content.clone() }))
+    .unwrap()
+    .response;
+    stamp_reasoning(Protocol::Anthropic, &body, &mut response);
+    live.history
+        .push(message("s0-assistant", Role::Assistant, response.parts));
+    live.history.push(message(
+        "s0-tools",
+        Role::Tool,
+        vec![result("c1"), result("c2")],
+    ));
+    let replay = live.render();
+    assert_eq!(replay["messages"][1]["content"], json!(content));
+    check_anthropic(&replay, "").expect("the fake accepts the replay");
+
+    // Responses: rs_1, call_X, rs_2, call_Y stays in that order.
+    let mut live = Live::new(Protocol::OpenAiResponses, "gpt-test");
+    live.turn(2, 2).unwrap();
+    live.turn(0, 0).unwrap();
+    let kinds: Vec<String> = live.render()["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            i["call_id"]
+                .as_str()
+                .or(i["id"].as_str())
+                .unwrap_or("-")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds[2..8],
+        ["rs_0_0", "c0-0", "rs_0_1", "c0-1", "c0-0", "c0-1"]
+    );
 }
 
 #[test]
 fn reasoning_is_replayed_verbatim_to_its_own_provider_and_model_only() {
-    let request = tool_loop();
-    let parts = |m: usize| request.messages[m].content.clone();
-
+    let mut live = Live::new(Protocol::Anthropic, "m");
+    live.turn(1, 1).unwrap();
+    live.turn(1, 1).unwrap();
+    let request = live.request();
     let anthropic = render_anthropic(&request, &AnthropicOptions::new("m", 1024));
-    assert_eq!(check_anthropic(&anthropic), Ok(()), "{anthropic:#}");
-    assert_eq!(
-        rendered_reasoning(&anthropic),
-        vec![data(&parts(2)[0]), data(&parts(4)[0])]
-    );
-    // In place: first in its assistant message, before the text and the call.
-    assert_eq!(
-        anthropic["messages"][1]["content"][0]["signature"],
-        "sig/a1+=="
-    );
-    assert_eq!(anthropic["messages"][1]["content"][1]["type"], "text");
+    assert_eq!(check_anthropic_shape(&anthropic), Ok(()), "{anthropic:#}");
+    assert_eq!(rendered_reasoning(&anthropic).len(), 2);
 
-    let responses = render_responses(&request, &ResponsesOptions::new("m"));
-    assert_eq!(check_responses(&responses), Ok(()), "{responses:#}");
-    assert_eq!(
-        rendered_reasoning(&responses),
-        vec![data(&parts(2)[1]), data(&parts(4)[1])]
-    );
-    let kinds: Vec<&str> = responses["input"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["type"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        kinds,
-        [
-            "message",
-            "message",
-            "reasoning",
-            "message",
-            "function_call",
-            "function_call_output",
-            "reasoning",
-            "function_call",
-            "function_call_output"
-        ]
-    );
+    // Another model of the same provider: dropped, the body still valid and accepted.
+    let (other, report) =
+        render_anthropic_with_report(&request, &AnthropicOptions::new("m2", 1024));
+    assert_eq!(rendered_reasoning(&other), Vec::<String>::new());
+    assert_eq!(check_anthropic_shape(&other), Ok(()));
+    check_anthropic(&other, "").expect("no thinking, nothing to refuse");
+    assert_eq!((report.kept, report.dropped_foreign), (0, 2));
 
-    // Chat Completions cannot take reasoning back: none of it is sent.
+    // Chat Completions cannot take reasoning back; Responses takes only its own.
     let openai = render_openai(&request, &OpenAiOptions::new("m"));
     assert_eq!(check_openai(&openai), Ok(()));
-    let wire = openai.to_string();
-    assert!(!wire.contains("sig/") && !wire.contains("enc/"), "{wire}");
+    assert!(!openai.to_string().contains("sig-"), "{openai}");
+    let responses = render_responses(&request, &ResponsesOptions::new("m"));
+    assert_eq!(check_responses(&responses), Ok(()));
+    assert_eq!(rendered_reasoning(&responses), Vec::<String>::new());
+}
 
-    // Another model of the same provider: dropped, the rest of the body unchanged.
-    let other = render_anthropic(&request, &AnthropicOptions::new("m2", 1024));
-    assert_eq!(rendered_reasoning(&other), Vec::<String>::new());
-    assert_eq!(check_anthropic(&other), Ok(()));
+#[test]
+fn a_change_keeps_the_thinking_before_it_and_drops_the_thinking_after_it_for_good() {
+    let mut live = Live::new(Protocol::Anthropic, "claude-fable-5-2");
+    live.turn(1, 1).unwrap(); // thinking A, before the image
+    live.user(true);
+    live.turn(1, 1).unwrap(); // thinking B, after the image
+    live.turn(1, 0).unwrap(); // thinking C
+    let before = rendered_reasoning(&live.render());
+    assert_eq!(before.len(), 3);
+    // The image leaves: A (before it) stays, B and C (after it) go — the old rule kept the
+    // reasoning after the change and dropped the reasoning before it, a 400 on these models.
+    live.prune().unwrap();
+    let (body, report) = render_anthropic_with_report(
+        &live.request(),
+        &AnthropicOptions::new("claude-fable-5-2", 1024),
+    );
+    assert_eq!(rendered_reasoning(&body), before[..1]);
+    assert_eq!((report.kept, report.dropped_changed), (1, 2));
+    check_anthropic(&body, "").expect("the fake accepts the request");
+    // Thinking made after the change is bound to the new prefix and stays; B and C stay out.
+    live.turn(1, 1).unwrap();
+    live.turn(0, 0).unwrap();
+    let after = rendered_reasoning(&live.render());
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert_eq!(after[0], before[0]);
+    assert!(!after.contains(&before[1]) && !after.contains(&before[2]));
+}
 
-    let report = reasoning_replay(&request, ANTHROPIC, "m", &ReplayPlan::default());
+#[test]
+fn reasoning_without_a_stamp_is_never_replayed_on_a_binding_model() {
+    let mut live = Live::new(Protocol::Anthropic, "claude-fable-5-2");
+    live.turn(1, 0).unwrap();
+    for m in &mut live.history {
+        for p in &mut m.content {
+            if let Part::Reasoning(r) = p {
+                r.prefix = None;
+            }
+        }
+    }
+    assert_eq!(rendered_reasoning(&live.render()), Vec::<String>::new());
+    // An older model checks only a block's own signature: its thinking is replayed whole.
+    let options = AnthropicOptions {
+        preserved_thinking: false,
+        ..AnthropicOptions::new("claude-fable-5-2", 1024)
+    };
     assert_eq!(
-        (
-            report.kept,
-            report.dropped_foreign,
-            report.dropped_before_change
-        ),
-        (2, 3, 0)
+        rendered_reasoning(&render_anthropic(&live.request(), &options)).len(),
+        1
     );
 }
 
 #[test]
-fn a_pruning_step_drops_reasoning_before_the_first_changed_message_and_says_so() {
-    let mut request = tool_loop();
-    // The first request carried an image in the user message; pruning removed it.
-    let mut before = request.clone();
-    std::sync::Arc::make_mut(&mut before.messages[1])
-        .content
-        .push(Part::Image(MediaPart {
-            media_type: "image/png".into(),
-            url: "asset://a.png".into(),
-            bytes: 3,
-            sha256: "00".into(),
-            data: Some("iVBORw==".into()),
-        }));
-    before.messages.truncate(4);
-    let mut state = ReplayState::new();
-    let first = state.plan(&before);
-    assert_eq!(first, ReplayPlan::default());
-    state.advance(&before, &first);
-
-    let plan = state.plan(&request);
-    assert_eq!(plan.changed_from, Some(1));
-    // Message 1 changed: the reasoning of message 2 (after it) stays.
+fn a_response_to_a_rendered_body_is_stamped_with_that_body_and_nothing_else() {
     let body = render_anthropic(
-        &request,
-        &AnthropicOptions {
-            reasoning_from: plan.reasoning_from,
-            ..AnthropicOptions::new("m", 1024)
+        &Request {
+            tools: tools(),
+            messages: vec![message("m0", Role::User, vec![text("hi")]).into()],
         },
+        &AnthropicOptions::new("m", 10),
     );
-    assert_eq!(rendered_reasoning(&body).len(), 2);
-    state.advance(&request, &plan);
-
-    // A change after the first turn: its reasoning is dropped, the second turn's kept.
-    std::sync::Arc::make_mut(&mut request.messages[3]).content =
-        vec![result("c1"), text("(pruned)")];
-    let plan = state.plan(&request);
-    assert_eq!(plan.changed_from, Some(3));
-    for (provider, body) in [
-        (
-            ANTHROPIC,
-            render_anthropic(
-                &request,
-                &AnthropicOptions {
-                    reasoning_from: plan.reasoning_from,
-                    ..AnthropicOptions::new("m", 1024)
-                },
-            ),
-        ),
-        (
-            OPENAI_RESPONSES,
-            render_responses(
-                &request,
-                &ResponsesOptions {
-                    reasoning_from: plan.reasoning_from,
-                    ..ResponsesOptions::new("m")
-                },
-            ),
-        ),
-    ] {
-        let kept = rendered_reasoning(&body);
-        assert_eq!(kept.len(), 1, "{provider}: {kept:?}");
-        assert!(kept[0].contains("2+=="), "{provider}: {kept:?}");
-        let report = reasoning_replay(&request, provider, "m", &plan);
-        assert_eq!((report.kept, report.dropped_before_change), (1, 1));
-        assert_eq!(report.changed_from, Some(3));
-    }
-    // Once dropped, it stays out, even in a later append-only step.
-    state.advance(&request, &plan);
-    let mut later = request.clone();
-    later
-        .messages
-        .push(message("m9", Role::User, vec![text("thanks")]).into());
-    let next = state.plan(&later);
-    assert_eq!(next.changed_from, None);
-    assert_eq!(next.reasoning_from, Some(3));
+    let thinking = |data: Value| {
+        Part::Reasoning(Reasoning {
+            provider: ANTHROPIC.into(),
+            model: "m".into(),
+            data,
+            prefix: None,
+        })
+    };
+    let mut response = ModelResponse {
+        parts: vec![thinking(json!({ "type": "thinking" })), text("x")],
+        ..ModelResponse::default()
+    };
+    stamp_reasoning(Protocol::OpenAi, &body, &mut response);
+    assert!(response.reasoning().all(|r| r.prefix.is_none()));
+    stamp_reasoning(Protocol::Anthropic, &body, &mut response);
+    let stamp = response.reasoning().next().unwrap().prefix.clone().unwrap();
+    assert_eq!(stamp.len(), 64);
+    let mut other = body.clone();
+    other["system"] = json!([{ "type": "text", "text": "changed" }]);
+    let mut again = response.clone();
+    stamp_reasoning(Protocol::Anthropic, &other, &mut again);
+    assert_ne!(
+        again.reasoning().next().unwrap().prefix.as_ref(),
+        Some(&stamp)
+    );
+    assert_eq!(OPENAI_RESPONSES, "openai-responses");
 }
 
 // ---- property test ----
@@ -285,227 +430,101 @@ enum Event {
         image: bool,
     },
     Turn {
-        /// Reasoning parts: (provider is Anthropic, made by the rendering model).
-        reasoning: Vec<(bool, bool)>,
-        text: bool,
+        thinking: usize,
         calls: usize,
     },
-    /// Pruning: the oldest attachment message still present loses its image.
     Prune,
+    /// One turn answered by another model of the same provider.
+    OtherModel,
 }
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
-        1 => any::<bool>().prop_map(|image| Event::User { image }),
-        3 => (
-            prop::collection::vec((any::<bool>(), prop::bool::weighted(0.8)), 0..3),
-            any::<bool>(),
-            0usize..3
-        )
-            .prop_map(|(reasoning, text, calls)| Event::Turn {
-                reasoning,
-                text,
-                calls
-            }),
+        2 => any::<bool>().prop_map(|image| Event::User { image }),
+        4 => (0usize..3, 0usize..3).prop_map(|(thinking, calls)| Event::Turn { thinking, calls }),
         1 => Just(Event::Prune),
+        1 => Just(Event::OtherModel),
     ]
 }
 
-/// The request after each event: a session growing by appends, edited only by pruning.
-fn session(events: &[Event]) -> Vec<Request> {
-    let mut history = vec![
-        message("sys", Role::System, vec![text("rules")]),
-        message("m0", Role::User, vec![text("start")]),
-    ];
-    let mut requests = Vec::new();
-    for (n, e) in events.iter().enumerate() {
-        match e {
-            Event::User { image } => {
-                history.push(message(&format!("m{n}"), Role::User, vec![text("more")]));
-                if *image {
-                    history.push(message(
-                        &format!("att-msg-m{n}"),
-                        Role::User,
-                        vec![
-                            text("[attachment]"),
-                            Part::Image(MediaPart {
-                                media_type: "image/png".into(),
-                                url: format!("asset://{n}.png"),
-                                bytes: 3,
-                                sha256: "00".into(),
-                                data: Some("iVBORw==".into()),
-                            }),
-                        ],
-                    ));
-                }
-            }
-            Event::Turn {
-                reasoning,
-                text: says,
-                calls,
-            } => {
-                // A turn follows a user message or tool results, as in a session.
-                if history.last().is_some_and(|m| m.role == Role::Assistant) {
-                    history.push(message(
-                        &format!("m{n}-next"),
-                        Role::User,
-                        vec![text("go on")],
-                    ));
-                }
-                let mut content: Vec<Part> = reasoning
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (anthropic, own))| {
-                        let provider = if *anthropic {
-                            ANTHROPIC
-                        } else {
-                            OPENAI_RESPONSES
-                        };
-                        thinking(
-                            provider,
-                            if *own { "m" } else { "m-old" },
-                            &format!("{n}-{k}"),
-                        )
-                    })
-                    .collect();
-                if *says || *calls == 0 {
-                    content.push(text(&format!("answer {n}")));
-                }
-                content.extend((0..*calls).map(|c| call(&format!("c{n}-{c}"))));
-                history.push(message(
-                    &format!("s{n}-assistant"),
-                    Role::Assistant,
-                    content,
-                ));
-                if *calls > 0 {
-                    history.push(message(
-                        &format!("s{n}-tools"),
-                        Role::Tool,
-                        (0..*calls).map(|c| result(&format!("c{n}-{c}"))).collect(),
-                    ));
-                }
-            }
-            Event::Prune => {
-                if let Some(m) = history.iter_mut().find(|m| {
-                    m.id.starts_with("att-")
-                        && m.content.iter().any(|p| matches!(p, Part::Image(_)))
-                }) {
-                    m.content = vec![text("[image pruned]")];
-                }
-            }
-        }
-        requests.push(Request {
-            tools: tools(),
-            messages: history.iter().cloned().map(std::sync::Arc::new).collect(),
-        });
-    }
-    requests
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Api {
-    Anthropic,
-    Responses,
-    Chat,
-}
-
-fn render(api: Api, request: &Request, plan: &ReplayPlan) -> Value {
-    match api {
-        Api::Anthropic => render_anthropic(
-            request,
-            &AnthropicOptions {
-                reasoning_from: plan.reasoning_from,
-                ..AnthropicOptions::new("m", 1024)
-            },
-        ),
-        Api::Responses => render_responses(
-            request,
-            &ResponsesOptions {
-                reasoning_from: plan.reasoning_from,
-                ..ResponsesOptions::new("m")
-            },
-        ),
-        Api::Chat => render_openai(request, &OpenAiOptions::new("m")),
-    }
-}
-
-/// The bytes the provider's prompt cache compares, in order.
-fn prefix_text(api: Api, body: &Value) -> String {
-    let list = |key: &str| {
-        body[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|v| format!("{v}\n"))
-            .collect::<String>()
-    };
-    match api {
-        Api::Anthropic => anthropic_cache_layout(body).text,
-        Api::Responses => list("tools") + &list("input"),
-        Api::Chat => list("tools") + &list("messages"),
-    }
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
+    /// Over random live sessions the enforcing fakes never refuse a request; every replayed
+    /// block is one the fake made, unchanged; without an edit nothing of the model's own is
+    /// dropped; and thinking made after the last edit is always replayed.
     #[test]
-    fn signed_reasoning_is_never_modified_or_reordered_and_appends_keep_the_prefix(
-        events in prop::collection::vec(event(), 1..16),
+    fn no_live_session_is_ever_refused_and_unedited_thinking_is_kept(
+        events in prop::collection::vec(event(), 1..24),
+        responses in any::<bool>(),
     ) {
-        let requests = session(&events);
-        for api in [Api::Anthropic, Api::Responses, Api::Chat] {
-            let provider = match api {
-                Api::Anthropic => ANTHROPIC,
-                Api::Responses => OPENAI_RESPONSES,
-                Api::Chat => "openai",
-            };
-            let mut state = ReplayState::new();
-            let mut previous: Option<String> = None;
-            for request in &requests {
-                let plan = state.plan(request);
-                let body = render(api, request, &plan);
-                let valid = match api {
-                    Api::Anthropic => check_anthropic(&body),
-                    Api::Responses => check_responses(&body),
-                    Api::Chat => check_openai(&body),
-                };
-                prop_assert_eq!(valid, Ok(()), "{:#}", body);
-                // Every reasoning block on the wire is byte-equal to a stored one of this
-                // provider and model, in the stored order, and none before the cut.
-                let expected: Vec<String> = request
-                    .messages
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(i, m)| m.content.iter().map(move |p| (i, p)))
-                    .filter_map(|(i, p)| match p {
-                        Part::Reasoning(r)
-                            if r.provider == provider
-                                && r.model == "m"
-                                && plan.reasoning_from.is_none_or(|c| i >= c) =>
-                        {
-                            Some(r.data.to_string())
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                prop_assert_eq!(rendered_reasoning(&body), expected);
-                let report = reasoning_replay(request, provider, "m", &plan);
-                prop_assert_eq!(report.kept, rendered_reasoning(&body).len());
-                let text = prefix_text(api, &body);
-                if plan.changed_from.is_none()
-                    && let Some(previous) = &previous
-                {
-                    prop_assert!(
-                        text.starts_with(previous.as_str()),
-                        "an append-only step changed the prefix:\n{}\n---\n{}",
-                        previous,
-                        text
-                    );
+        let (protocol, model) = if responses {
+            (Protocol::OpenAiResponses, "gpt-test")
+        } else {
+            (Protocol::Anthropic, "claude-fable-5-2")
+        };
+        let mut live = Live::new(protocol, model);
+        let mut edited_at: Option<usize> = None;
+        let mut last_edit_turn = 0usize;
+        for e in &events {
+            match e {
+                Event::User { image } => live.user(*image),
+                Event::Turn { thinking, calls } => {
+                    live.turn(*thinking, *calls).map_err(TestCaseError::fail)?;
                 }
-                state.advance(request, &plan);
-                previous = Some(text);
+                Event::Prune => {
+                    if let Some(at) = live.prune() {
+                        edited_at = Some(edited_at.map_or(at, |e| e.min(at)));
+                        last_edit_turn = live.turns;
+                    }
+                }
+                Event::OtherModel => {
+                    live.model = format!("{model}-other");
+                    live.turn(1, 1).map_err(TestCaseError::fail)?;
+                    live.model = model.to_owned();
+                }
             }
         }
+        // The final request, checked too.
+        live.turn(0, 0).map_err(TestCaseError::fail)?;
+        let body = live.render();
+        let replayed = rendered_reasoning(&body);
+        let own: Vec<(usize, String)> = live
+            .history
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| m.content.iter().map(move |p| (i, p)))
+            .filter_map(|(i, p)| match p {
+                Part::Reasoning(r) if r.model == model => Some((i, r.data.to_string())),
+                _ => None,
+            })
+            .collect();
+        // Replayed blocks are own blocks, verbatim, in history order.
+        let mut cursor = 0;
+        for block in &replayed {
+            let found = own[cursor..].iter().position(|(_, data)| data == block);
+            prop_assert!(found.is_some(), "a replayed block not in history order: {block}");
+            cursor += found.unwrap_or(0) + 1;
+        }
+        if responses || edited_at.is_none() {
+            // Nothing binds Responses reasoning; without an edit, nothing of ours is dropped
+            // (another model's blocks were never sent, consistently).
+            prop_assert_eq!(live.dropped, 0);
+        }
+        // Thinking made after the last edit is replayed.
+        prop_assert!(
+            own.iter()
+                .filter(|(i, _)| turn_of(&live.history[*i].id) >= last_edit_turn)
+                .all(|(_, data)| replayed.contains(data)),
+            "thinking made after the last edit was dropped"
+        );
     }
+}
+
+/// The turn number of an assistant message id `s{n}-assistant`.
+fn turn_of(id: &str) -> usize {
+    id.strip_prefix('s')
+        .and_then(|rest| rest.split('-').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }

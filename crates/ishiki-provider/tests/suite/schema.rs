@@ -12,7 +12,7 @@ use std::process::Command;
 
 use ishiki_core::{Part, Reasoning, Request, Role};
 use ishiki_provider::{
-    ANTHROPIC, AnthropicOptions, OPENAI_RESPONSES, OpenAiOptions, ResponsesOptions,
+    ANTHROPIC, AnthropicOptions, OPENAI_RESPONSES, OpenAiOptions, ResponsesOptions, Thinking,
     render_anthropic, render_openai, render_responses,
 };
 use serde_json::{Value, json};
@@ -23,9 +23,16 @@ fn schemas_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/provider-schemas")
 }
 
-fn schema(name: &str) -> Value {
+/// The directory holding the pinned SDKs (their `node_modules`) and the schemas made from
+/// them, installed on first use.
+pub(crate) fn sdk_dir() -> PathBuf {
+    // Tests of this binary run in parallel: one installs, the others wait for it.
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = schemas_dir();
-    let file = dir.join(name);
+    let file = dir.join("openai-responses.schema.json");
     if !file.exists() {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/provider-schemas.sh");
         let status = Command::new("bash").arg(&script).arg(&dir).status();
@@ -35,6 +42,11 @@ fn schema(name: &str) -> Value {
             script.display()
         );
     }
+    dir
+}
+
+fn schema(name: &str) -> Value {
+    let file = sdk_dir().join(name);
     serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap()
 }
 
@@ -62,6 +74,7 @@ fn with_reasoning(request: &Request, provider: &str, model: &str) -> Request {
                     provider: provider.to_owned(),
                     model: model.to_owned(),
                     data,
+                    prefix: None,
                 }),
             );
         }
@@ -116,7 +129,10 @@ fn every_example_request_matches_the_sdk_schemas() {
         let body = render_anthropic(
             &with_reasoning(r, ANTHROPIC, "claude-test"),
             &AnthropicOptions {
-                thinking_budget: Some(1024),
+                thinking: Some(Thinking::Budget(1024)),
+                // Shapes, not binding: every block is replayed, as on a model that does not
+                // bind thinking to its prefix (reasoning.rs tests the binding).
+                preserved_thinking: false,
                 ..AnthropicOptions::new("claude-test", 2048)
             },
         );
