@@ -611,3 +611,33 @@ async fn http_reasoning_is_committed_and_replayed_to_the_same_model() {
     );
     assert_eq!(replayed[3]["type"], "tool_use");
 }
+
+/// A 307 to another origin is not followed: the conversation and the `x-api-key` stay with the
+/// configured endpoint (the other server sees nothing), and the step fails clearly.
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_never_followed_and_the_key_stays_home() {
+    let (elsewhere, seen_elsewhere) = replay(vec![(200, "", anthropic_text("stolen"))]).await;
+    let location = format!("location: {elsewhere}/v1/messages\r\n");
+    let location: &'static str = Box::leak(location.into_boxed_str());
+    let (url, seen) = replay(vec![(307, location, String::new())]).await;
+    let model = HttpModel::new(HttpConfig {
+        api_key_env: Some("PATH".into()),
+        max_retries: 0,
+        ..config(Protocol::Anthropic, &url)
+    })
+    .unwrap();
+    let error = model
+        .send(&Request {
+            tools: vec![],
+            messages: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ProviderErrorKind::Status, "{error}");
+    assert!(error.message().contains("307"), "{error}");
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert!(
+        seen_elsewhere.lock().unwrap().is_empty(),
+        "nothing went to the other origin"
+    );
+}

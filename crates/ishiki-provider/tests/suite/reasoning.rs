@@ -528,3 +528,135 @@ fn turn_of(id: &str) -> usize {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+fn delta(name: &str) -> Part {
+    Part::CatalogDelta {
+        added: vec![ishiki_core::DeltaEntry {
+            name: name.into(),
+            description: "Weather".into(),
+            input_schema: json!({ "type": "object" }),
+            signature: None,
+        }],
+    }
+}
+
+#[test]
+fn a_later_system_message_is_native_where_the_api_takes_it_and_its_tools_join_by_addition() {
+    let mut request = Live::new(Protocol::Anthropic, "m").request();
+    let mut messages: Vec<Message> = request.messages.iter().map(|m| (**m).clone()).collect();
+    messages.push(message(
+        "s1-catalog",
+        Role::System,
+        vec![text("New tools are available: weather"), delta("weather")],
+    ));
+    request.messages = messages.iter().cloned().map(std::sync::Arc::new).collect();
+    request.tools.push(ToolSpec {
+        name: "weather".into(),
+        description: "Weather".into(),
+        input_schema: json!({ "type": "object" }),
+    });
+    let native = AnthropicOptions {
+        system_messages: true,
+        ..AnthropicOptions::new("claude-opus-5-5", 1024)
+    };
+    let body = render_anthropic(&request, &native);
+    let last = &body["messages"][1];
+    assert_eq!(last["role"], "system", "{body:#}");
+    assert_eq!(
+        last["content"][0],
+        json!({ "type": "tool_addition", "tool": { "type": "tool_definition",
+            "definition": { "name": "weather", "description": "Weather", "input_schema": { "type": "object" } } } })
+    );
+    // `tools` is built once: the discovered tool is not appended to it.
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["read"]);
+    assert_eq!(
+        ishiki_provider::anthropic_betas(&body),
+        [ishiki_provider::INLINE_TOOLS_BETA]
+    );
+    check_anthropic(&body, ishiki_provider::INLINE_TOOLS_BETA).expect("the fake accepts it");
+    // A model without system messages: the delta is user text, and the tool joins `tools`.
+    let text_only = render_anthropic(&request, &AnthropicOptions::new("claude-sonnet-5", 1024));
+    assert_eq!(text_only["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(text_only["tools"].as_array().unwrap().len(), 2);
+    // A system message where the API refuses one (right before a user message) stays user text.
+    messages.push(message("m9", Role::User, vec![text("and then?")]));
+    request.messages = messages.iter().cloned().map(std::sync::Arc::new).collect();
+    let body = render_anthropic(&request, &native);
+    assert!(
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["role"] != "system"),
+        "{body:#}"
+    );
+    check_anthropic(&body, "").expect("the fake accepts it");
+}
+
+#[test]
+fn thinking_is_asked_for_the_way_each_family_takes_it() {
+    let request = Live::new(Protocol::Anthropic, "m").request();
+    let body = |thinking, drop_invalid_thinking| {
+        render_anthropic(
+            &request,
+            &AnthropicOptions {
+                thinking,
+                drop_invalid_thinking,
+                ..AnthropicOptions::new("claude-fable-5-2", 4096)
+            },
+        )
+    };
+    let adaptive = body(
+        Some(ishiki_provider::Thinking::Adaptive {
+            effort: Some("high".into()),
+            summarized: true,
+        }),
+        true,
+    );
+    assert_eq!(
+        adaptive["thinking"],
+        json!({ "type": "adaptive", "display": "summarized",
+            "block_binding": { "prefix_mismatch_behavior": "drop_block" } })
+    );
+    assert_eq!(adaptive["output_config"], json!({ "effort": "high" }));
+    check_anthropic(&adaptive, ishiki_provider::THINKING_BINDING_BETA).expect("accepted");
+    // Budget tokens: what older models take, and what the new families refuse.
+    let budget = body(Some(ishiki_provider::Thinking::Budget(2048)), false);
+    assert_eq!(
+        budget["thinking"],
+        json!({ "type": "enabled", "budget_tokens": 2048 })
+    );
+    assert!(check_anthropic(&budget, "").is_err());
+    // The safety net alone names adaptive thinking, the default of these models.
+    assert_eq!(
+        body(None, true)["thinking"]["type"],
+        "adaptive",
+        "drop_block needs a thinking object"
+    );
+    assert_eq!(body(None, false).get("thinking"), None);
+}
+
+#[test]
+fn every_example_request_is_accepted_by_the_enforcing_fake() {
+    for case in super::common::cases() {
+        for system_messages in [false, true] {
+            let body = render_anthropic(
+                &case.request,
+                &AnthropicOptions {
+                    system_messages,
+                    ..AnthropicOptions::new("claude-opus-5-5", 1024)
+                },
+            );
+            let betas = ishiki_provider::anthropic_betas(&body).join(",");
+            if let Err(e) = check_anthropic(&body, &betas) {
+                panic!("{} step {}: {e}", case.scenario, case.step);
+            }
+        }
+    }
+}
