@@ -118,6 +118,7 @@ fn apply_capabilities(config: &mut HttpConfig, caps: &ishiki_core::ModelCapabili
         .drop_invalid_thinking
         .unwrap_or(config.preserved_thinking && family.known);
     config.system_messages = caps.system_messages.unwrap_or(family.system_messages);
+    config.cache_breakpoints = family.cache_breakpoints;
     let effort = caps.effort.clone();
     config.thinking = match (caps.thinking.as_deref(), caps.thinking_budget) {
         (Some("off"), _) => None,

@@ -189,7 +189,15 @@ impl<'a> Runner<'a> {
 
     fn build(&self, assembly: ishiki_core::Assembly) -> Result<Runtime, RunError> {
         let workspace = Arc::new(WorkspaceScheme::new(self.workspace_root()).map_err(failed)?);
+        // A scripted model declared with `preservedThinking: true` gets the edit policy of such
+        // models, so a scenario shows what a live session would send.
+        let policy = if assembly.main.capabilities.preserved_thinking == Some(true) {
+            ishiki_core::EditPolicy::AtUserTurns
+        } else {
+            ishiki_core::EditPolicy::Immediate
+        };
         let mut builder = Runtime::builder(assembly, self.state)
+            .edit_policy(policy)
             .workspace_root(self.workspace_root())
             .local_root("", self.local_root())
             .clock(self.clock.clone())

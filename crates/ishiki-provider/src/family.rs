@@ -25,6 +25,8 @@ pub struct ModelFamily {
     pub system_messages: bool,
     /// Reasons (OpenAI `reasoning` parameter).
     pub reasoning: bool,
+    /// Takes explicit prompt-cache breakpoints (OpenAI `prompt_cache_options`, GPT-5.6+).
+    pub cache_breakpoints: bool,
     /// The context window, in tokens.
     pub context_window: u32,
     /// The output limit of one request, in tokens (the default `max_tokens`).
@@ -87,6 +89,7 @@ impl ModelFamily {
                     preserved_thinking: preserved || !known,
                     system_messages,
                     reasoning: false,
+                    cache_breakpoints: false,
                     context_window: 200_000,
                     max_output_tokens: if adaptive { 32_000 } else { 8_192 },
                 }
@@ -98,6 +101,7 @@ impl ModelFamily {
                     preserved_thinking: false,
                     system_messages: true,
                     reasoning: true,
+                    cache_breakpoints: gpt_version(name).is_some_and(|v| v >= (5, 6)),
                     context_window: if name.starts_with("gpt-5") {
                         400_000
                     } else {
@@ -112,6 +116,7 @@ impl ModelFamily {
                 preserved_thinking: true,
                 system_messages: false,
                 reasoning: false,
+                cache_breakpoints: false,
                 context_window: 200_000,
                 max_output_tokens: 4_096,
             },
@@ -122,11 +127,23 @@ impl ModelFamily {
                 // Every Chat Completions and Responses server takes system messages anywhere.
                 system_messages: true,
                 reasoning: false,
+                cache_breakpoints: false,
                 context_window: 128_000,
                 max_output_tokens: 4_096,
             },
         }
     }
+}
+
+/// The version of a `gpt-X.Y…` model name.
+fn gpt_version(name: &str) -> Option<(u32, u32)> {
+    let rest = name.strip_prefix("gpt-")?;
+    let mut numbers = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    let major = numbers.next()??;
+    let minor = numbers.next().flatten().unwrap_or(0);
+    Some((major, minor))
 }
 
 #[cfg(test)]
@@ -156,6 +173,8 @@ mod tests {
         assert!(old.known && !old.adaptive_thinking && !old.preserved_thinking);
         let unknown = anthropic("my-gateway-model");
         assert!(!unknown.known && unknown.preserved_thinking);
-        assert!(ModelFamily::of(Protocol::OpenAiResponses, "openai/gpt-5.6").reasoning);
+        let gpt = ModelFamily::of(Protocol::OpenAiResponses, "openai/gpt-5.6");
+        assert!(gpt.reasoning && gpt.cache_breakpoints);
+        assert!(!ModelFamily::of(Protocol::OpenAiResponses, "gpt-5.5").cache_breakpoints);
     }
 }

@@ -114,6 +114,8 @@ pub struct HttpConfig {
     pub system_messages: bool,
     /// Responses: the `reasoning` parameter verbatim (`{"effort": "high", "summary": "auto"}`).
     pub reasoning: Option<Value>,
+    /// Responses: explicit prompt-cache breakpoints (GPT-5.6 and later).
+    pub cache_breakpoints: bool,
 }
 
 impl HttpConfig {
@@ -139,6 +141,7 @@ impl HttpConfig {
             drop_invalid_thinking: false,
             system_messages: false,
             reasoning: None,
+            cache_breakpoints: false,
         }
     }
 }
@@ -226,6 +229,7 @@ impl HttpModel {
                     max_output_tokens: Some(self.config.max_tokens),
                     prompt_cache_key: self.config.prompt_cache_key.clone(),
                     reasoning: self.config.reasoning.clone(),
+                    cache_breakpoints: self.config.cache_breakpoints,
                     ..ResponsesOptions::new(model)
                 },
             ),

@@ -41,14 +41,29 @@ impl Prefix {
     /// Feeds one unit: a tool, a system block, a message block or an input item. A top-level
     /// `cache_control` marker is not part of the prefix the providers compare.
     pub(crate) fn push(&mut self, unit: &Value) {
-        match unit {
-            Value::Object(fields) if fields.contains_key("cache_control") => {
-                let mut fields = fields.clone();
-                fields.remove("cache_control");
-                self.push_text(&Value::Object(fields).to_string());
-            }
-            other => self.push_text(&other.to_string()),
+        let marked = |v: &Value| {
+            v.get("cache_control").is_some()
+                || v["content"].as_array().is_some_and(|blocks| {
+                    blocks
+                        .iter()
+                        .any(|b| b.get("prompt_cache_breakpoint").is_some())
+                })
+        };
+        if !marked(unit) {
+            return self.push_text(&unit.to_string());
         }
+        // Cache markers (Anthropic `cache_control`, Responses `prompt_cache_breakpoint` on an
+        // item's content blocks) are not part of the prefix.
+        let mut unit = unit.clone();
+        if let Some(fields) = unit.as_object_mut() {
+            fields.remove("cache_control");
+        }
+        if let Some(blocks) = unit.get_mut("content").and_then(Value::as_array_mut) {
+            for block in blocks.iter_mut().filter_map(Value::as_object_mut) {
+                block.remove("prompt_cache_breakpoint");
+            }
+        }
+        self.push_text(&unit.to_string());
     }
 
     /// Feeds a message boundary with its role.

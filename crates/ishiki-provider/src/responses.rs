@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use ishiki_model::{Message, ModelResponse, Part, Reasoning, Request, Role, Usage};
 use serde_json::{Map, Value, json};
 
-use crate::common::{ReplayReport, delta_text, has_text, is_own, media_marker};
+use crate::common::{ReplayReport, delta_text, has_text, is_attachment, is_own, media_marker};
 use crate::error::ProviderError;
 use crate::parsed::ParsedResponse;
 use crate::replay::Prefix;
@@ -43,6 +43,9 @@ pub struct ResponsesOptions {
     pub developer_role: bool,
     /// The `reasoning` parameter verbatim (`{"effort": "high", "summary": "auto"}`), if any.
     pub reasoning: Option<Value>,
+    /// Explicit prompt-cache breakpoints (`prompt_cache_options` with up to three
+    /// `prompt_cache_breakpoint`s on stable input blocks; GPT-5.6 and later).
+    pub cache_breakpoints: bool,
     /// Replay a reasoning item only while its prefix is unchanged ([`crate::replay`]), as on
     /// models that bind reasoning to its prefix. Off by default: the Responses API documents
     /// no such binding, only that a reasoning item comes with the item that followed it.
@@ -59,6 +62,7 @@ impl ResponsesOptions {
             developer_role: false,
             reasoning: None,
             preserved_reasoning: false,
+            cache_breakpoints: false,
         }
     }
 }
@@ -109,6 +113,7 @@ pub fn render_responses_with_report(
         prefix.push(tool);
     }
     let mut input = Vec::new();
+    let mut users: Vec<UserItem> = Vec::new();
     for (index, message) in request.messages.iter().enumerate() {
         let mut units = Vec::new();
         render_message(message, options, &called, &mut units, &mut report);
@@ -130,7 +135,32 @@ pub fn render_responses_with_report(
                 }
             };
             prefix.push(&item);
+            if item["role"] == "user" && item["content"].is_array() {
+                users.push(UserItem {
+                    at: input.len(),
+                    attachment: is_attachment(&message.id),
+                    origin: index,
+                });
+            }
             input.push(item);
+        }
+    }
+    if options.cache_breakpoints {
+        let newest_assistant = request
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::Assistant);
+        for at in breakpoints(&users, newest_assistant) {
+            if let Some(Value::Object(last)) = input[at]
+                .get_mut("content")
+                .and_then(Value::as_array_mut)
+                .and_then(|blocks| blocks.last_mut())
+            {
+                last.insert(
+                    "prompt_cache_breakpoint".into(),
+                    json!({ "mode": "explicit" }),
+                );
+            }
         }
     }
     let mut body = Map::new();
@@ -150,7 +180,46 @@ pub fn render_responses_with_report(
     if let Some(reasoning) = &options.reasoning {
         body.insert("reasoning".into(), reasoning.clone());
     }
+    if options.cache_breakpoints {
+        body.insert(
+            "prompt_cache_options".into(),
+            json!({ "mode": "implicit", "ttl": "30m" }),
+        );
+    }
     (Value::Object(body), report)
+}
+
+/// A rendered user message item: where it is, and whether the projection made it.
+struct UserItem {
+    at: usize,
+    attachment: bool,
+    origin: usize,
+}
+
+/// Where explicit cache breakpoints go (at most three, beside the API's implicit one): the end
+/// of the first user message (tools, system and the opening stay for the whole session); the
+/// last user message before the first attachment (pruning removes the oldest attachments
+/// first, so this prefix survives it); and the last user message that is not an attachment
+/// delivered for the first time after the newest assistant turn (a `once` image may leave the
+/// next request). Only input content blocks take a breakpoint (Responses "Prompt caching").
+fn breakpoints(users: &[UserItem], newest_assistant: Option<usize>) -> Vec<usize> {
+    let first = users.first().map(|u| u.at);
+    let before_attachments = users
+        .iter()
+        .take_while(|u| !u.attachment)
+        .last()
+        .map(|u| u.at);
+    let stable_end = users
+        .iter()
+        .rfind(|u| !(u.attachment && newest_assistant.is_none_or(|a| u.origin > a)))
+        .map(|u| u.at);
+    let mut out: Vec<usize> = [first, before_attachments, stable_end]
+        .into_iter()
+        .flatten()
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The digest of `body`'s prefix as [`render_responses`] feeds it: the stamp of the reasoning

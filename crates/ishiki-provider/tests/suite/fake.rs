@@ -207,22 +207,21 @@ pub(crate) fn check_anthropic(body: &Value, beta: &str) -> Result<(Checked, Vec<
     // so the fake does not.)
     for (i, m) in messages.iter().enumerate() {
         for (j, block) in content_of(m).iter().enumerate() {
-            match block["type"].as_str() {
-                Some("tool_addition") if m["role"] == "system" => {
-                    if block["tool"]["type"] == "tool_definition"
-                        && !beta.contains("inline-tools-2026-09-15")
-                    {
-                        return Err(format!(
-                            "messages.{i}.content.{j}.tool: tool_definition requires the `inline-tools-2026-09-15` beta"
-                        ));
-                    }
-                }
-                Some("tool_addition" | "tool_removal") => {
-                    return Err(format!(
-                        "messages.{i}.content.{j}: tool changes are only allowed in system messages"
-                    ));
-                }
-                _ => {}
+            let kind = block["type"].as_str();
+            if !matches!(kind, Some("tool_addition" | "tool_removal")) {
+                continue;
+            }
+            if m["role"] != "system" {
+                return Err(format!(
+                    "messages.{i}.content.{j}: tool changes are only allowed in system messages"
+                ));
+            }
+            if block["tool"]["type"] == "tool_definition"
+                && !beta.contains("inline-tools-2026-09-15")
+            {
+                return Err(format!(
+                    "messages.{i}.content.{j}.tool: tool_definition requires the `inline-tools-2026-09-15` beta"
+                ));
             }
         }
     }

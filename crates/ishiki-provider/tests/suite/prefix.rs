@@ -155,3 +155,71 @@ async fn prj_prefix_is_stable_between_prunings() {
         common as f64 * 100.0 / all as f64
     );
 }
+
+/// Responses explicit breakpoints (GPT-5.6+): at most three, on input content blocks only, and
+/// in a step without pruning the previous request's text up to its last breakpoint is still the
+/// start of the next request, so what it wrote is read back.
+#[tokio::test]
+async fn responses_breakpoints_sit_on_blocks_that_stay_until_the_next_pruning() {
+    let requests = session().await;
+    let options = ishiki_provider::ResponsesOptions {
+        cache_breakpoints: true,
+        ..ishiki_provider::ResponsesOptions::new("gpt-5.6")
+    };
+    // Tools, then each input item, one JSON text per line, markers removed; the byte offset
+    // after each item whose content holds a breakpoint.
+    let layout = |r: &Request| {
+        let body = ishiki_provider::render_responses(r, &options);
+        assert_eq!(
+            body["prompt_cache_options"],
+            json!({ "mode": "implicit", "ttl": "30m" })
+        );
+        let mut text = String::new();
+        let mut marks = Vec::new();
+        for tool in body["tools"].as_array().into_iter().flatten() {
+            text.push_str(&tool.to_string());
+            text.push('\n');
+        }
+        for item in body["input"].as_array().unwrap() {
+            let mut item = item.clone();
+            let mut marked = false;
+            for block in item
+                .get_mut("content")
+                .and_then(|c| c.as_array_mut())
+                .into_iter()
+                .flatten()
+            {
+                if let Some(o) = block.as_object_mut() {
+                    marked |= o.remove("prompt_cache_breakpoint").is_some();
+                }
+            }
+            assert!(
+                marked || !item.to_string().contains("prompt_cache_breakpoint"),
+                "a breakpoint outside input content blocks: {item}"
+            );
+            text.push_str(&item.to_string());
+            text.push('\n');
+            if marked {
+                marks.push(text.len());
+            }
+        }
+        (text, marks)
+    };
+    let layouts: Vec<_> = requests.iter().map(layout).collect();
+    let mut calm = 0;
+    for i in 1..requests.len() {
+        let ((prev, marks), (cur, _)) = (&layouts[i - 1], &layouts[i]);
+        assert!(!marks.is_empty() && marks.len() <= 3, "{marks:?}");
+        let pruned = !image_urls(&requests[i - 1]).is_subset(&image_urls(&requests[i]));
+        if !pruned {
+            calm += 1;
+            let end = *marks.last().unwrap();
+            assert!(
+                cur.starts_with(&prev[..end]),
+                "step {}: the prefix up to the last breakpoint changed without pruning",
+                i + 1
+            );
+        }
+    }
+    assert!(calm > 10, "{calm} steps without pruning");
+}
