@@ -77,7 +77,7 @@ mod http;
 mod openai;
 mod parsed;
 mod partial_json;
-mod replay;
+pub mod replay;
 mod responses;
 mod sse;
 

@@ -9,12 +9,12 @@
 //!
 //! Ishiki keeps that rule by construction instead of predicting the provider's diff:
 //! - when a response arrives, each of its reasoning blocks is stamped with a digest of the
-//!   request prefix it was made after ([`stamp`]): every unit of the rendered request (each
+//!   request prefix it was made after ([`stamp_reasoning`]): every unit of the rendered request (each
 //!   tool, system block and message block, `cache_control` markers removed, since the check
 //!   leaves them out) in the order the provider reads them, then the assistant role;
 //! - when a request is rendered, the renderer feeds the same units in the same order and keeps
 //!   a reasoning block only where the digest at the start of its assistant turn equals its
-//!   stamp ([`Prefix::keeps`]). A dropped block is not fed, so every later block made before
+//!   stamp. A dropped block is not fed, so every later block made before
 //!   the drop no longer matches either: the cascade the provider enforces falls out of the
 //!   digest, and so does "never omit one between kept ones".
 //!

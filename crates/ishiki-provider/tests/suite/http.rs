@@ -641,3 +641,45 @@ async fn a_redirect_to_another_origin_is_never_followed_and_the_key_stays_home()
         "nothing went to the other origin"
     );
 }
+
+/// The timeout is the longest wait for the next bytes, not a total: a stream that keeps
+/// sending for longer than it is read whole and never resent.
+#[tokio::test]
+async fn a_stream_longer_than_the_timeout_is_read_whole_while_it_keeps_sending() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let whole = sse(Protocol::OpenAi);
+    let served = Arc::new(Mutex::new(0usize));
+    let count = served.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            *count.lock().unwrap() += 1;
+            let mut buf = vec![0u8; 65536];
+            let _ = socket.read(&mut buf).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            socket.write_all(head.as_bytes()).await.unwrap();
+            // Six pieces 250 ms apart: 1.5 s in all, each gap well under the 1 s timeout.
+            let pieces: Vec<&[u8]> = whole.as_bytes().chunks(whole.len() / 6 + 1).collect();
+            for piece in pieces {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                socket.write_all(piece).await.unwrap();
+                socket.flush().await.unwrap();
+            }
+            let _ = socket.shutdown().await;
+        }
+    });
+    let model = HttpModel::new(HttpConfig {
+        timeout: Duration::from_secs(1),
+        ..config(Protocol::OpenAi, &url)
+    })
+    .unwrap();
+    let parsed = model
+        .send(&Request {
+            tools: vec![],
+            messages: vec![],
+        })
+        .await
+        .unwrap();
+    assert_eq!(parsed.response.calls().len(), 1);
+    assert_eq!(*served.lock().unwrap(), 1, "read in one attempt");
+}
