@@ -11,6 +11,10 @@ pub enum ModelErrorKind {
     /// rejected image), answered with a body of the wrong shape, or the model is not configured
     /// right (a missing API key).
     Permanent,
+    /// The request is longer than the model's context window (Anthropic 400 "prompt is too
+    /// long", OpenAI `context_length_exceeded`, HTTP 413): the same request fails again, a
+    /// shorter one (older results folded, turns compacted) may not.
+    ContextTooLong,
 }
 
 /// A failed model request: a [`ModelErrorKind`] and a lower-case message without a trailing

@@ -572,10 +572,13 @@ pub(crate) fn api_error(error: &Value) -> ProviderError {
         .get("message")
         .and_then(Value::as_str)
         .map_or_else(|| error.to_string(), str::to_owned);
-    ProviderError::new(
-        ProviderErrorKind::Api,
-        format!("provider error ({kind}): {message}"),
-    )
+    let message = format!("provider error ({kind}): {message}");
+    let kind = if crate::error::too_long(None, &message) {
+        ProviderErrorKind::ContextTooLong
+    } else {
+        ProviderErrorKind::Api
+    };
+    ProviderError::new(kind, message)
 }
 
 /// Parses a Messages API response body.

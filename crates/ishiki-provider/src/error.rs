@@ -16,6 +16,9 @@ pub enum ProviderErrorKind {
     Transport,
     /// The model is not configured right (e.g. its API key variable is not set).
     Config,
+    /// The request is longer than the model's context window (see
+    /// [`ModelErrorKind::ContextTooLong`]).
+    ContextTooLong,
     /// A stream broke, or the provider ended it with an error event, after part of the answer
     /// had been shown: it is not resent on its own (the user would see two answers); the
     /// caller may try the step again.
@@ -73,13 +76,33 @@ impl std::fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
+/// Whether a provider's refusal says the request is longer than the context window: Anthropic
+/// ("prompt is too long: N tokens > M maximum", "input length and `max_tokens` exceed context
+/// limit"), OpenAI (`context_length_exceeded`, "maximum context length", "exceeds the context
+/// window"), or any HTTP 413.
+pub(crate) fn too_long(status: Option<u16>, text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    status == Some(413)
+        || [
+            "prompt is too long",
+            "context_length_exceeded",
+            "maximum context length",
+            "exceeds the context window",
+            "exceed context limit",
+        ]
+        .iter()
+        .any(|needle| text.contains(needle))
+}
+
 /// The runtime's view: a transport failure, a rate limit (HTTP 429) or a server error (HTTP
 /// 5xx) that outlasted the retries is [`Retryable`](ModelErrorKind::Retryable) later; anything
 /// else — a refusal, a malformed body, a configuration error — is
 /// [`Permanent`](ModelErrorKind::Permanent). The message is kept as is.
 impl From<ProviderError> for ModelError {
     fn from(error: ProviderError) -> Self {
-        let kind = if error.retryable {
+        let kind = if error.kind == ProviderErrorKind::ContextTooLong {
+            ModelErrorKind::ContextTooLong
+        } else if error.retryable {
             ModelErrorKind::Retryable
         } else {
             ModelErrorKind::Permanent

@@ -372,11 +372,13 @@ impl HttpModel {
                 .and_then(|j| j.pointer("/error/message").or_else(|| j.get("message")))
                 .and_then(Value::as_str)
                 .map_or_else(|| snippet(&text), str::to_owned);
+            let kind = if crate::error::too_long(Some(status.as_u16()), &text) {
+                ProviderErrorKind::ContextTooLong
+            } else {
+                ProviderErrorKind::Status
+            };
             return Err(Failure {
-                error: ProviderError::new(
-                    ProviderErrorKind::Status,
-                    format!("{url} answered {status}: {detail}"),
-                ),
+                error: ProviderError::new(kind, format!("{url} answered {status}: {detail}")),
                 retry: status.as_u16() == 429 || status.is_server_error(),
                 retry_after,
                 streamed: false,

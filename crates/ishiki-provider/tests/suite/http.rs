@@ -656,7 +656,8 @@ async fn a_stream_longer_than_the_timeout_is_read_whole_while_it_keeps_sending()
             *count.lock().unwrap() += 1;
             let mut buf = vec![0u8; 65536];
             let _ = socket.read(&mut buf).await;
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
             socket.write_all(head.as_bytes()).await.unwrap();
             // Six pieces 250 ms apart: 1.5 s in all, each gap well under the 1 s timeout.
             let pieces: Vec<&[u8]> = whole.as_bytes().chunks(whole.len() / 6 + 1).collect();
@@ -682,4 +683,53 @@ async fn a_stream_longer_than_the_timeout_is_read_whole_while_it_keeps_sending()
         .unwrap();
     assert_eq!(parsed.response.calls().len(), 1);
     assert_eq!(*served.lock().unwrap(), 1, "read in one attempt");
+}
+
+/// A provider's "too long" refusal is its own kind, so the caller can shorten the request
+/// instead of ending the session: Anthropic's 400, OpenAI's `context_length_exceeded`, a 413.
+#[tokio::test]
+async fn a_request_longer_than_the_window_fails_with_its_own_kind() {
+    let anthropic = json!({ "type": "error", "error": { "type": "invalid_request_error",
+        "message": "prompt is too long: 219898 tokens > 200000 maximum" } })
+    .to_string();
+    let openai = json!({ "error": { "type": "invalid_request_error", "code": "context_length_exceeded",
+        "message": "Your input exceeds the context window of this model. Please adjust your input and try again.",
+        "param": "input" } })
+    .to_string();
+    let cases = [
+        (Protocol::Anthropic, 400, anthropic),
+        (Protocol::OpenAiResponses, 400, openai),
+        (Protocol::OpenAi, 413, "request entity too large".to_owned()),
+    ];
+    for (protocol, status, body) in cases {
+        let (url, _) = replay(vec![(status, "", body)]).await;
+        let model = HttpModel::new(config(protocol, &url)).unwrap();
+        let error = model
+            .send(&Request {
+                tools: vec![],
+                messages: vec![],
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ProviderErrorKind::ContextTooLong, "{error}");
+        let model_error = ishiki_core::ModelError::from(error);
+        assert_eq!(model_error.kind(), ModelErrorKind::ContextTooLong);
+        assert!(!model_error.is_retryable(), "the same request fails again");
+    }
+    // Another 400 stays what it was.
+    let (url, _) = replay(vec![(
+        400,
+        "",
+        json!({ "error": { "message": "bad image" } }).to_string(),
+    )])
+    .await;
+    let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
+    let error = model
+        .send(&Request {
+            tools: vec![],
+            messages: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ProviderErrorKind::Status);
 }
