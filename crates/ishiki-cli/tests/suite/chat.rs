@@ -59,6 +59,11 @@ fn replay_as(
 /// Runs `ishiki chat` with `models.yaml`'s main model at `base` speaking `provider`; returns
 /// standard output.
 fn chat(base: &str, provider: &str, line: &[u8]) -> String {
+    chat_with(base, provider, "test-model", line)
+}
+
+/// [`chat`] with the main model named `model`.
+fn chat_with(base: &str, provider: &str, model: &str, line: &[u8]) -> String {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).expect("workspace");
@@ -66,7 +71,7 @@ fn chat(base: &str, provider: &str, line: &[u8]) -> String {
     std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
     std::fs::write(
         dir.path().join("models.yaml"),
-        format!("models:\n  main: {{ input: [text], provider: {provider}, baseUrl: \"{base}\", model: test-model }}\n"),
+        format!("models:\n  main: {{ input: [text], provider: {provider}, baseUrl: \"{base}\", model: {model} }}\n"),
     )
     .expect("models");
     let mut child = Command::new(env!("CARGO_BIN_EXE_ishiki"))
@@ -384,4 +389,42 @@ fn chat_refuses_a_state_dir_inside_the_workspace() {
         )
     );
     assert!(!workspace.join(".ishiki").exists(), "nothing was created");
+}
+
+/// A model that thinks adaptively and binds its thinking (Claude Opus 5.5): chat turns thinking
+/// on the way the family takes it — adaptive, summarized, with the `drop_block` safety net —
+/// and shows the thinking summary before the answer.
+#[test]
+fn chat_turns_thinking_on_as_the_model_family_takes_it_and_shows_it() {
+    let event = |kind: &str, data: String| format!("event: {kind}\ndata: {data}\n\n");
+    let stream = [
+        event("message_start", r#"{"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"claude-opus-5-5","content":[],"usage":{"input_tokens":20,"output_tokens":1}}}"#.into()),
+        event("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#.into()),
+        event("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"The user says hi."}}"#.into()),
+        event("content_block_delta", r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}"#.into()),
+        event("content_block_stop", r#"{"type":"content_block_stop","index":0}"#.into()),
+        event("content_block_start", r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#.into()),
+        event("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hello!"}}"#.into()),
+        event("content_block_stop", r#"{"type":"content_block_stop","index":1}"#.into()),
+        event("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}"#.into()),
+        event("message_stop", r#"{"type":"message_stop"}"#.into()),
+    ]
+    .concat();
+    let (base, seen) = replay_as("text/event-stream", vec![stream]);
+    let base = base.trim_end_matches("/v1").to_owned();
+    let stdout = chat_with(&base, "anthropic", "claude-opus-5-5", b"hi\n");
+    let thinking = stdout
+        .find("thinking: The user says hi.")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let answer = stdout
+        .find("assistant: Hello!")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(thinking < answer, "{stdout}");
+    let seen = seen.lock().expect("lock");
+    let body: serde_json::Value = serde_json::from_str(&seen[0]).expect("a json body");
+    assert_eq!(
+        body["thinking"],
+        serde_json::json!({ "type": "adaptive", "display": "summarized",
+            "block_binding": { "prefix_mismatch_behavior": "drop_block" } })
+    );
 }

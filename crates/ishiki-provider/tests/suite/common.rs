@@ -72,3 +72,13 @@ pub(crate) fn scenario(name: &str) -> Vec<Request> {
         .map(|c| c.request)
         .collect()
 }
+
+/// A small PNG that differs by `seed` (its width and colours).
+pub(crate) fn png(seed: u32) -> Vec<u8> {
+    let image = image::RgbImage::from_fn(8 + seed % 16, 8, |x, y| {
+        image::Rgb([(x * 7 + seed) as u8, (y * 13) as u8, seed as u8])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    image.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}

@@ -73,6 +73,14 @@ async fn replay(script: Vec<(u16, &'static str, String)>) -> (String, Arc<Mutex<
     (url, seen)
 }
 
+/// A request with no tools and no messages.
+fn empty() -> Request {
+    Request {
+        tools: vec![],
+        messages: vec![],
+    }
+}
+
 fn config(protocol: Protocol, url: &str) -> HttpConfig {
     HttpConfig {
         max_retries: 2,
@@ -214,13 +222,7 @@ async fn http_429_then_success_is_retried() {
     ])
     .await;
     let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
-    let parsed = model
-        .send(&Request {
-            tools: vec![],
-            messages: vec![],
-        })
-        .await
-        .unwrap();
+    let parsed = model.send(&empty()).await.unwrap();
     assert_eq!(parsed.response.text().as_deref(), Some("ok"));
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
@@ -237,13 +239,7 @@ async fn http_500_fails_after_the_retries_with_a_clear_message() {
     ])
     .await;
     let model = HttpModel::new(config(Protocol::Anthropic, &url)).unwrap();
-    let error = model
-        .send(&Request {
-            tools: vec![],
-            messages: vec![],
-        })
-        .await
-        .unwrap_err();
+    let error = model.send(&empty()).await.unwrap_err();
     assert_eq!(error.kind(), ProviderErrorKind::Status);
     assert_eq!(
         error.message(),
@@ -336,13 +332,7 @@ async fn http_malformed_body_fails_without_retry_and_the_session_reports_it() {
 #[tokio::test]
 async fn http_unreachable_endpoint_and_missing_key_are_clear_errors() {
     let (model, port) = unreachable_model().await;
-    let error = model
-        .send(&Request {
-            tools: vec![],
-            messages: vec![],
-        })
-        .await
-        .unwrap_err();
+    let error = model.send(&empty()).await.unwrap_err();
     assert_eq!(error.kind(), ProviderErrorKind::Transport);
     assert!(
         error.message().starts_with(&format!(
@@ -392,13 +382,7 @@ async fn http_api_key_goes_in_the_protocol_header() {
             ..config(protocol, &url)
         })
         .unwrap();
-        let parsed = model
-            .send(&Request {
-                tools: vec![],
-                messages: vec![],
-            })
-            .await
-            .unwrap();
+        let parsed = model.send(&empty()).await.unwrap();
         assert_eq!(parsed.response.text().as_deref(), Some("hi"));
         let head = seen.lock().unwrap()[0].head.to_lowercase();
         let expected = match protocol {
@@ -506,16 +490,7 @@ async fn http_stream_cut_midway_is_retried_only_before_it_showed_anything() {
     let (url, seen) = replay(vec![(200, SSE, early), (200, SSE, whole.clone())]).await;
     let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
     let mut events = Vec::new();
-    let parsed = model
-        .send_with(
-            &Request {
-                tools: vec![],
-                messages: vec![],
-            },
-            |e| events.push(e),
-        )
-        .await
-        .unwrap();
+    let parsed = model.send_with(&empty(), |e| events.push(e)).await.unwrap();
     assert_eq!(parsed.response.calls().len(), 1);
     assert_eq!(seen.lock().unwrap().len(), 2);
     let retry = events
@@ -538,13 +513,7 @@ async fn http_stream_cut_midway_is_retried_only_before_it_showed_anything() {
     let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
     let mut events = Vec::new();
     let error = model
-        .send_with(
-            &Request {
-                tools: vec![],
-                messages: vec![],
-            },
-            |e| events.push(e),
-        )
+        .send_with(&empty(), |e| events.push(e))
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ProviderErrorKind::Interrupted);
@@ -626,13 +595,7 @@ async fn a_redirect_to_another_origin_is_never_followed_and_the_key_stays_home()
         ..config(Protocol::Anthropic, &url)
     })
     .unwrap();
-    let error = model
-        .send(&Request {
-            tools: vec![],
-            messages: vec![],
-        })
-        .await
-        .unwrap_err();
+    let error = model.send(&empty()).await.unwrap_err();
     assert_eq!(error.kind(), ProviderErrorKind::Status, "{error}");
     assert!(error.message().contains("307"), "{error}");
     assert_eq!(seen.lock().unwrap().len(), 1);
@@ -674,13 +637,7 @@ async fn a_stream_longer_than_the_timeout_is_read_whole_while_it_keeps_sending()
         ..config(Protocol::OpenAi, &url)
     })
     .unwrap();
-    let parsed = model
-        .send(&Request {
-            tools: vec![],
-            messages: vec![],
-        })
-        .await
-        .unwrap();
+    let parsed = model.send(&empty()).await.unwrap();
     assert_eq!(parsed.response.calls().len(), 1);
     assert_eq!(*served.lock().unwrap(), 1, "read in one attempt");
 }
@@ -704,13 +661,7 @@ async fn a_request_longer_than_the_window_fails_with_its_own_kind() {
     for (protocol, status, body) in cases {
         let (url, _) = replay(vec![(status, "", body)]).await;
         let model = HttpModel::new(config(protocol, &url)).unwrap();
-        let error = model
-            .send(&Request {
-                tools: vec![],
-                messages: vec![],
-            })
-            .await
-            .unwrap_err();
+        let error = model.send(&empty()).await.unwrap_err();
         assert_eq!(error.kind(), ProviderErrorKind::ContextTooLong, "{error}");
         let model_error = ishiki_core::ModelError::from(error);
         assert_eq!(model_error.kind(), ModelErrorKind::ContextTooLong);
@@ -724,12 +675,6 @@ async fn a_request_longer_than_the_window_fails_with_its_own_kind() {
     )])
     .await;
     let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
-    let error = model
-        .send(&Request {
-            tools: vec![],
-            messages: vec![],
-        })
-        .await
-        .unwrap_err();
+    let error = model.send(&empty()).await.unwrap_err();
     assert_eq!(error.kind(), ProviderErrorKind::Status);
 }

@@ -13,16 +13,9 @@ use ishiki_provider::{
 };
 use serde_json::json;
 
-const STEPS: usize = 30;
+use super::common::png;
 
-fn png(seed: u32) -> Vec<u8> {
-    let image = image::RgbImage::from_fn(8 + seed, 8, |x, y| {
-        image::Rgb([(x * 7 + seed) as u8, (y * 13) as u8, seed as u8])
-    });
-    let mut out = std::io::Cursor::new(Vec::new());
-    image.write_to(&mut out, image::ImageFormat::Png).unwrap();
-    out.into_inner()
-}
+const STEPS: usize = 30;
 
 fn image_urls(request: &Request) -> BTreeSet<String> {
     request

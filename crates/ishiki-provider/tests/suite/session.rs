@@ -15,18 +15,10 @@ use ishiki_core::{
 use ishiki_provider::{HttpConfig, HttpModel, Protocol};
 use serde_json::{Value, json};
 
+use super::common::png;
 use super::fake::{Api, start};
 
 const STEPS: usize = 200;
-
-fn png(seed: u32) -> Vec<u8> {
-    let image = image::RgbImage::from_fn(8 + seed % 5, 8, |x, y| {
-        image::Rgb([(x * 7 + seed) as u8, (y * 13) as u8, seed as u8])
-    });
-    let mut out = std::io::Cursor::new(Vec::new());
-    image.write_to(&mut out, image::ImageFormat::Png).unwrap();
-    out.into_inner()
-}
 
 /// A tool found by search (deferred), or joining mid-session (resident).
 #[derive(Debug)]
