@@ -6,4 +6,5 @@ mod cm;
 mod fast_paths;
 mod hostile;
 mod memory;
+mod sorting;
 mod support;
