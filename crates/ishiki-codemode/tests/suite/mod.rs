@@ -3,6 +3,7 @@
 mod attachments;
 mod boundary;
 mod cm;
+mod confinement;
 mod fast_paths;
 mod hostile;
 mod memory;
