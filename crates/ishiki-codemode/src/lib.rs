@@ -37,8 +37,10 @@
 //! is seeded and `Date` is frozen at the configured clock, so a program's only way out is
 //! `tools`. An instruction budget, loop and recursion limits end runaway code early with a
 //! precise message. On Linux a worker also drops, before its program, what it never needs:
-//! `no_new_privs`, Landlock (no filesystem) and a seccomp filter (no exec, sockets or opening
-//! files); see [`ConfinementReport`] and [`confinement_report`]. A binary that uses [`WorkerSpawn::CurrentExe`] must call
+//! every inherited descriptor but its pipes, all capabilities, `no_new_privs`, Landlock (no
+//! filesystem) and an allow-list seccomp filter (only the system calls a worker makes); it
+//! runs in its own process group, which the host kills as a whole. See [`ConfinementReport`]
+//! and [`confinement_report`]. A binary that uses [`WorkerSpawn::CurrentExe`] must call
 //! [`run_if_worker`] first thing in `main()`; this crate also ships a small
 //! `ishiki-codemode-worker` binary for [`WorkerSpawn::Program`].
 //!
@@ -98,6 +100,7 @@ mod engine;
 mod error;
 mod host;
 mod os;
+mod probe;
 mod protocol;
 mod tool;
 mod worker;
@@ -107,5 +110,7 @@ pub use config::{Limits, SandboxConfig, WorkerSpawn};
 pub use confine::{ConfinementLayer, ConfinementReport, confinement_report};
 pub use error::{CodemodeError, CodemodeErrorKind};
 pub use host::{Outcome, Sandbox};
+#[doc(hidden)]
+pub use probe::run_confinement_probe;
 pub use tool::{CallableTool, RESERVED_TOOL_NAMES, ToolFailure};
 pub use worker::run_if_worker;

@@ -4,8 +4,9 @@
 //! the program does later: `RLIMIT_AS` caps memory (an allocation past it aborts the worker,
 //! which the host reports as a memory error), `RLIMIT_CPU` ends a spin the host stopped
 //! watching, and `RLIMIT_CORE = 0` keeps crashed workers from writing core files.
-//! It also sets `no_new_privs` for [`crate::confine`].
-//! This is the crate's only `unsafe`: calls into libc.
+//! It also closes inherited descriptors, drops capabilities and sets `no_new_privs` for
+//! [`crate::confine`]. With the confinement probe (`probe.rs`), this is the crate's only
+//! `unsafe`: calls into libc.
 #![allow(unsafe_code)]
 
 /// Applies the worker's resource limits to the current process.
@@ -76,9 +77,241 @@ pub(crate) fn set_no_new_privs() -> std::io::Result<()> {
     ))
 }
 
-/// Whether `no_new_privs` is set for this thread.
-#[cfg(all(test, target_os = "linux"))]
-pub(crate) fn no_new_privs() -> bool {
-    // SAFETY: `prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)` takes plain integers and touches no memory.
-    unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
+/// The lowest descriptor a worker does not need: stdin, stdout and stderr carry its protocol.
+pub(crate) const FIRST_UNUSED_FD: u32 = 3;
+
+/// Closes every descriptor from [`FIRST_UNUSED_FD`] up. A host started with a descriptor open
+/// without `CLOEXEC` (`ishiki scenario run … 8<secret`) passes it to every child it starts;
+/// the worker must hold nothing but its pipes. Returns how many were open.
+#[cfg(target_os = "linux")]
+pub(crate) fn close_inherited_descriptors() -> std::io::Result<usize> {
+    let open = open_descriptors_above_protocol();
+    // SAFETY: `close_range` takes plain integers; closing descriptors this process does not
+    // use (nothing has run before the worker's first line) cannot invalidate any Rust object.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, FIRST_UNUSED_FD, u32::MAX, 0u32) };
+    if rc == 0 {
+        return Ok(open);
+    }
+    let error = std::io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(error);
+    }
+    // Before Linux 5.9: close one by one up to the descriptor limit.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` writes one `rlimit` through a pointer to a live local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let last = i32::try_from(limit.rlim_cur).unwrap_or(i32::MAX);
+    for fd in FIRST_UNUSED_FD as i32..last {
+        // SAFETY: as above; EBADF for descriptors that are not open is expected.
+        unsafe { libc::close(fd) };
+    }
+    Ok(open)
+}
+
+/// How many descriptors from [`FIRST_UNUSED_FD`] up are open (for the report).
+#[cfg(target_os = "linux")]
+pub(crate) fn open_descriptors_above_protocol() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|fd| *fd >= FIRST_UNUSED_FD)
+                .count()
+        })
+        // Reading the directory opened one descriptor of its own.
+        .map_or(0, |n| n.saturating_sub(1))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn close_inherited_descriptors() -> std::io::Result<usize> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "close_range exists on Linux only",
+    ))
+}
+
+/// `capset`'s header (`struct __user_cap_header_struct`).
+#[cfg(target_os = "linux")]
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `capset`'s data, one per 32 capabilities (`struct __user_cap_data_struct`).
+#[cfg(target_os = "linux")]
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit capability sets in two `CapData`.
+#[cfg(target_os = "linux")]
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Drops every capability for good: the ambient set, the bounding set (so not even an exec as
+/// root could regain one) and the effective, permitted and inheritable sets. A worker started
+/// as root otherwise keeps every root capability (`CAP_SYS_BOOT`, `CAP_SYS_ADMIN`,
+/// `CAP_SYS_RESOURCE`, …). Says what it dropped.
+#[cfg(target_os = "linux")]
+pub(crate) fn drop_capabilities() -> std::io::Result<String> {
+    // SAFETY (all `prctl` calls here): plain integer arguments, no memory is touched.
+    // EINVAL: a kernel before 4.3 has no ambient set, so there is nothing to clear.
+    if unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EINVAL) {
+            return Err(error);
+        }
+    }
+    let had_any = capabilities_held();
+    let mut bounding = 0;
+    let mut kept_bounding = false;
+    for cap in 0..64 {
+        // EINVAL: past the last capability this kernel knows.
+        match unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } {
+            0 => continue,
+            1 => {}
+            _ => break,
+        }
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } == 0 {
+            bounding += 1;
+            continue;
+        }
+        let error = std::io::Error::last_os_error();
+        // Dropping needs CAP_SETPCAP. A process without it that holds no capability at all
+        // (an ordinary user) can only regain some by exec, which no_new_privs and seccomp stop.
+        if error.raw_os_error() == Some(libc::EPERM) && !had_any {
+            kept_bounding = true;
+            break;
+        }
+        return Err(error);
+    }
+    let header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: `capset` reads one header and two data structs, all live locals of the layout
+    // the kernel's version 3 expects.
+    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if capabilities_held() {
+        return Err(std::io::Error::other("capabilities remain after capset"));
+    }
+    Ok(if kept_bounding {
+        "none held (started without capabilities; the bounding set stays, exec is refused)"
+            .to_owned()
+    } else if had_any {
+        format!("every capability dropped (root's too), {bounding} from the bounding set")
+    } else {
+        format!("none held, {bounding} dropped from the bounding set")
+    })
+}
+
+/// Whether this thread holds any capability in its effective, permitted or inheritable set.
+#[cfg(target_os = "linux")]
+pub(crate) fn capabilities_held() -> bool {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: `capget` writes the header's version and two data structs, all live locals.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } != 0 {
+        return true;
+    }
+    data.iter()
+        .any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn drop_capabilities() -> std::io::Result<String> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "capabilities exist on Linux only",
+    ))
+}
+
+/// Whether this process leads its own process group (the host starts it so, and kills the
+/// group: anything the worker could have started dies with it).
+#[cfg(unix)]
+pub(crate) fn leads_its_process_group() -> bool {
+    // SAFETY: `getpgid(0)` and `getpid()` take and return plain integers.
+    unsafe { libc::getpgid(0) == libc::getpid() }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn leads_its_process_group() -> bool {
+    false
+}
+
+/// Sends SIGKILL to the process group `pgid` (a worker and anything it started).
+#[cfg(unix)]
+pub(crate) fn kill_process_group(pgid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    // Never 0 or 1: `kill(-0)` is our own group and `kill(-1)` every process we may signal.
+    if pgid > 1 {
+        // SAFETY: `kill` takes plain integers; ESRCH (the group is gone) is fine.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn kill_process_group(_pgid: u32) {}
+
+/// Installs a compiled seccomp filter on every thread of the process (`TSYNC`). Not
+/// `seccompiler::apply_filter_all_threads`: that calls `prctl(PR_SET_NO_NEW_PRIVS)` before each
+/// filter, which the allow-list installed first refuses; `no_new_privs` is set already.
+#[cfg(target_os = "linux")]
+pub(crate) fn install_seccomp_filter(program: &[seccompiler::sock_filter]) -> std::io::Result<()> {
+    /// `struct sock_fprog`.
+    #[repr(C)]
+    struct Program {
+        len: libc::c_ushort,
+        filter: *const seccompiler::sock_filter,
+    }
+    let len = libc::c_ushort::try_from(program.len())
+        .map_err(|_| std::io::Error::other("the seccomp filter is too long"))?;
+    let fprog = Program {
+        len,
+        filter: program.as_ptr(),
+    };
+    // SAFETY: the kernel copies `len` instructions from `filter`, which points into the live
+    // slice `program`; `fprog` lives across the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            &fprog,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        // TSYNC names the thread that could not be synchronised.
+        tid if tid > 0 => Err(std::io::Error::other(format!(
+            "thread {tid} could not take the filter"
+        ))),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }

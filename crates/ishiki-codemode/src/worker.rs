@@ -1,9 +1,10 @@
 //! Worker mode: a process that builds one engine, runs one program, and exits (SEC-1).
 //!
 //! The host starts a binary with the `ISHIKI_CODEMODE_WORKER` environment variable holding the
-//! engine configuration; [`run_if_worker`] notices it, applies the OS limits, drops what a
-//! worker never needs (see [`crate::confine`]), builds the engine on a thread with a large
-//! stack, says `ready`, and then serves exactly one program over stdin/stdout as JSON lines.
+//! engine configuration; [`run_if_worker`] notices it, closes inherited descriptors, applies
+//! the OS limits, drops what a worker never needs (see [`crate::confine`]), builds the engine
+//! on a thread with a large stack, says `ready`, and then serves exactly one program over
+//! stdin/stdout as JSON lines.
 
 use crate::config::EngineConfig;
 use crate::engine::{Engine, Link, Reply};
@@ -60,19 +61,22 @@ fn serve(config_json: &str) -> i32 {
             return 2;
         }
     };
-    if let Err(e) = crate::os::apply_limits(config.memory_bytes, config.cpu_seconds) {
-        fail(
-            &mut out,
-            &CodemodeError::new(
-                CodemodeErrorKind::Worker,
-                format!("cannot limit the worker: {e}"),
-            ),
-        );
-        return 2;
-    }
-    // Before any thread starts, so every thread inherits it: no new privileges, no filesystem,
-    // no network, no exec. A layer the kernel lacks is reported, not fatal.
-    let confinement = crate::confine::confine();
+    // Before any thread starts, so every thread inherits it: no inherited descriptors, limits,
+    // no capabilities, no new privileges, no filesystem, only the system calls a worker makes.
+    // A layer the kernel lacks is reported, not fatal; the limits are.
+    let confinement = match crate::confine::start_up(config.memory_bytes, config.cpu_seconds) {
+        Ok(report) => report,
+        Err(e) => {
+            fail(
+                &mut out,
+                &CodemodeError::new(
+                    CodemodeErrorKind::Worker,
+                    format!("cannot limit the worker: {e}"),
+                ),
+            );
+            return 2;
+        }
+    };
     let stack = config.stack_bytes;
     let thread = std::thread::Builder::new()
         .name("codemode".to_owned())

@@ -390,12 +390,18 @@ impl Root {
             Ok(meta) if meta.is_dir() => return Err(directory(url)),
             _ => (parent, PathBuf::from(last)),
         };
+        let replaced = replaced_mode(&dir, &name, url)?;
         let mut options = cap_std::fs::OpenOptions::new();
         options.write(true).create_new(true);
         let (temp, mut file) = crate::create_temp(|name| dir.open_with(name, &options))
             .map_err(|e| io_failure("write", url, &e))?;
         let result = (|| -> io::Result<()> {
             use std::io::Write as _;
+            // The new content keeps the replaced file's mode (a 0600 secret stays 0600, a
+            // script keeps its execute bit), set before any byte is in it.
+            if let Some(mode) = replaced {
+                file.set_permissions(mode)?;
+            }
             file.write_all(bytes)?;
             file.sync_all()?;
             // Replaces the directory entry; never writes through a symlink put there since.
@@ -581,6 +587,32 @@ pub(crate) fn too_large(url: &str, size: u64, max: u64) -> ResourceError {
             show(url)
         ),
     )
+}
+
+/// The permissions of the file a write would replace (`None` when there is none), or a refusal
+/// when that file is read-only: the rename would otherwise replace a file that writing in place
+/// could not change (0444), since replacing needs only the directory's permission.
+fn replaced_mode(
+    dir: &cap_std::fs::Dir,
+    name: &Path,
+    url: &str,
+) -> Result<Option<cap_std::fs::Permissions>, ResourceError> {
+    let Ok(meta) = dir.metadata(name) else {
+        return Ok(None);
+    };
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    if meta.permissions().readonly() {
+        return Err(ResourceError::new(
+            ResourceErrorKind::NotAllowed,
+            format!(
+                "cannot write `{}`: the file is read-only, so it is not replaced",
+                show(url)
+            ),
+        ));
+    }
+    Ok(Some(meta.permissions()))
 }
 
 #[cfg(test)]

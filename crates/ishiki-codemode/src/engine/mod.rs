@@ -16,6 +16,7 @@
 //! surface from the job queue here instead of leaving the program's promise pending forever.
 
 mod nesting;
+mod sort;
 pub(crate) mod strings;
 
 use crate::config::EngineConfig;
@@ -314,6 +315,7 @@ impl Engine {
         }));
         install_globals(&mut context).map_err(engine_failure)?;
         strings::install(&mut context).map_err(engine_failure)?;
+        sort::install(&mut context).map_err(engine_failure)?;
         let json = context
             .global_object()
             .get(JsString::from("JSON"), &mut context)

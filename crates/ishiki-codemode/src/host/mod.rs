@@ -79,9 +79,33 @@ struct Pool {
 /// A started worker whose engine is built and which waits for its program.
 #[derive(Debug)]
 struct Worker {
-    child: Child,
+    child: GroupChild,
     stdin: ChildStdin,
     out: WorkerOut,
+}
+
+/// A worker process that takes its process group with it when dropped: `kill_on_drop` ends the
+/// worker, this the rest of its group (a warm worker let go, a finished program's worker).
+#[derive(Debug)]
+struct GroupChild(Child);
+
+impl Drop for GroupChild {
+    fn drop(&mut self) {
+        kill_group(&self.0);
+    }
+}
+
+impl std::ops::Deref for GroupChild {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for GroupChild {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
 }
 
 /// What a worker says: protocol on stdout, last words on stderr.

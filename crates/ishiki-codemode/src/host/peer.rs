@@ -28,7 +28,7 @@ pub(super) trait Peer {
 
 /// A worker process that has taken its program.
 pub(super) struct ProcessPeer {
-    pub(super) child: Option<Child>,
+    pub(super) child: Option<GroupChild>,
     pub(super) stdin: ChildStdin,
     pub(super) out: WorkerOut,
     /// Bytes for the worker's stdin, written from `outbox[written..]`.
@@ -79,7 +79,7 @@ pub(super) async fn read_event(
     out: &mut WorkerOut,
     buffer: &mut Vec<u8>,
     cap: usize,
-    child: &mut Option<Child>,
+    child: &mut Option<GroupChild>,
     config: &SandboxConfig,
 ) -> Event {
     match next_line(&mut out.stdout, buffer, cap).await {
@@ -161,6 +161,7 @@ impl Peer for ProcessPeer {
 
     fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            kill_group(&child);
             tokio::spawn(async move {
                 let _ = child.kill().await;
             });

@@ -22,20 +22,24 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
     };
     // A clean environment: nothing of the host's (keys, tokens) is in reach of the worker,
     // should a program ever get past the engine.
-    let mut child = tokio::process::Command::new(&program)
+    let mut command = tokio::process::Command::new(&program);
+    command
         .env_clear()
         .env(WORKER_ENV, &inner.engine_env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
-            CodemodeError::new(
-                CodemodeErrorKind::Worker,
-                format!("cannot start the sandbox worker {}: {e}", program.display()),
-            )
-        })?;
+        .kill_on_drop(true);
+    // Its own process group, which the host kills as a whole (see `kill_group`): should a
+    // program ever get a process started, it does not outlive the worker.
+    #[cfg(unix)]
+    command.process_group(0);
+    let mut child = command.spawn().map_err(|e| {
+        CodemodeError::new(
+            CodemodeErrorKind::Worker,
+            format!("cannot start the sandbox worker {}: {e}", program.display()),
+        )
+    })?;
     let (Some(stdin), Some(stdout), Some(mut stderr_pipe)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -60,7 +64,7 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
             }
         }
     });
-    let mut child = child;
+    let mut child = GroupChild(child);
     let mut out = WorkerOut {
         stdout: BufReader::new(stdout),
         stderr,
@@ -109,8 +113,18 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
             "the sandbox worker did not become ready within 30 s",
         ),
     };
+    kill_group(&child);
     let _ = child.start_kill();
     Err(problem)
+}
+
+/// Kills a worker's process group (the worker and anything it started). Only while the worker
+/// is not yet reaped (`id()` is `Some`): until then its pid, which is the group's id, cannot
+/// be reused by another process.
+pub(super) fn kill_group(child: &Child) {
+    if let Some(pid) = child.id() {
+        crate::os::kill_process_group(pid);
+    }
 }
 
 /// Reads one line without letting a worker make the host buffer without bound. Cancel-safe:
@@ -149,6 +163,9 @@ pub(super) async fn death(
     config: &SandboxConfig,
     when: &str,
 ) -> CodemodeError {
+    // The worker's output ended: whatever else is in its group goes now, while the unreaped
+    // worker still holds the group's id.
+    kill_group(child);
     let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
         Ok(status) => status.ok(),
         Err(_) => {

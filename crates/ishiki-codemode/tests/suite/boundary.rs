@@ -229,14 +229,27 @@ async fn integers_past_2_pow_53_in_tool_input_are_refused_and_the_rest_arrive_ex
 
 #[tokio::test]
 async fn workers_report_their_confinement() {
-    // SEC-1: the report comes from a started worker; on Linux seccomp and no_new_privs are
+    // SEC-1: the report comes from a started worker; on Linux every layer but Landlock is
     // always there (Landlock depends on the kernel's configuration and is reported either way).
     let sandbox = sandbox(limits());
     sandbox.warm().await.expect("a worker starts");
     let report = sandbox.confinement().expect("the worker sent its report");
     let names: Vec<&str> = report.layers.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(names, ["no_new_privs", "landlock", "seccomp"]);
+    assert_eq!(
+        names,
+        [
+            "descriptors",
+            "capabilities",
+            "no_new_privs",
+            "landlock",
+            "seccomp",
+            "process_group"
+        ]
+    );
     if cfg!(target_os = "linux") {
+        for name in ["descriptors", "capabilities", "process_group"] {
+            assert!(report.layer(name).is_some_and(|l| l.enforced), "{report}");
+        }
         assert!(
             report.layer("seccomp").is_some_and(|l| l.enforced),
             "{report}"

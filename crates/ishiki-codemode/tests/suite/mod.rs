@@ -3,7 +3,9 @@
 mod attachments;
 mod boundary;
 mod cm;
+mod confinement;
 mod fast_paths;
 mod hostile;
 mod memory;
+mod sorting;
 mod support;

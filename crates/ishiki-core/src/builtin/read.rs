@@ -115,32 +115,35 @@ impl Tool for ReadTool {
 }
 
 /// Splits `?question=` off a URL (VIS-1): only `read` interprets it; other parameters stay.
+/// The URL that remains is the text as the model wrote it with the pair cut out, never a
+/// re-serialised parse: parsing resolves `..` and would let the resource center's checks on
+/// the raw text (dot segments, SEC-2) pass, and errors would name a URL nobody wrote.
 fn split_question(url: &str) -> Result<Option<(String, String)>, ToolError> {
     if !url.contains("question=") {
         return Ok(None);
     }
-    let mut parsed = ishiki_resources::parse_url(url)?;
+    let (before_fragment, fragment) = url.split_at(url.find('#').unwrap_or(url.len()));
+    let Some((base, query)) = before_fragment.split_once('?') else {
+        return Ok(None);
+    };
     let mut question = None;
-    let kept: Vec<(String, String)> = parsed
-        .query_pairs()
-        .filter_map(|(k, v)| {
-            if k == "question" {
-                question = Some(v.into_owned());
-                None
-            } else {
-                Some((k.into_owned(), v.into_owned()))
-            }
-        })
-        .collect();
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        let decoded = url::form_urlencoded::parse(pair.as_bytes()).next();
+        match decoded {
+            Some((key, value)) if key == "question" => question = Some(value.into_owned()),
+            _ => kept.push(pair),
+        }
+    }
     let Some(question) = question else {
         return Ok(None);
     };
-    if kept.is_empty() {
-        parsed.set_query(None);
+    let rest = if kept.is_empty() {
+        format!("{base}{fragment}")
     } else {
-        parsed.query_pairs_mut().clear().extend_pairs(kept);
-    }
-    Ok(Some((parsed.to_string(), question)))
+        format!("{base}?{}{fragment}", kept.join("&"))
+    };
+    Ok(Some((rest, question)))
 }
 
 /// VIS-1..VIS-3: the side model answers; never a fallback to the main model's image input.
@@ -288,5 +291,19 @@ mod tests {
                 .expect("valid")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_question_leaves_the_url_exactly_as_written() {
+        // SEC-2: `..` must reach the resource center's raw-text check, not be resolved away.
+        let (rest, q) = split_question("workspace:///img/../../etc/x.png?question=what%3F#f")
+            .expect("valid")
+            .expect("has a question");
+        assert_eq!(rest, "workspace:///img/../../etc/x.png#f");
+        assert_eq!(q, "what?");
+        let (rest, _) = split_question("workspace:///a/%2e%2e/b.png?x=%41&question=q&y")
+            .expect("valid")
+            .expect("has a question");
+        assert_eq!(rest, "workspace:///a/%2e%2e/b.png?x=%41&y");
     }
 }

@@ -310,3 +310,47 @@ async fn res8_plain_urls_show_the_current_state_artifacts_a_snapshot() {
         "version 1"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_workspace_write_keeps_the_replaced_mode_and_refuses_a_read_only_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let dir = sandbox.root.join("home/workspace");
+    let mode_of = |name: &str| {
+        std::fs::metadata(dir.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    for (name, mode) in [
+        ("secret.env", 0o600),
+        ("run.sh", 0o755),
+        ("notes.txt", 0o640),
+    ] {
+        std::fs::write(dir.join(name), b"old").unwrap();
+        std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+        sandbox
+            .workspace
+            .write(&format!("/home/workspace/{name}"), b"new")
+            .unwrap();
+        assert_eq!(std::fs::read(dir.join(name)).unwrap(), b"new");
+        assert_eq!(mode_of(name), mode, "{name} lost its mode");
+    }
+    // A file nobody may write is not replaced, even by a writer allowed to replace entries.
+    std::fs::write(dir.join("frozen.txt"), b"old").unwrap();
+    std::fs::set_permissions(
+        dir.join("frozen.txt"),
+        std::fs::Permissions::from_mode(0o444),
+    )
+    .unwrap();
+    let error = sandbox
+        .workspace
+        .write("workspace:///home/workspace/frozen.txt", b"new")
+        .unwrap_err();
+    assert_eq!(error.kind(), ResourceErrorKind::NotAllowed);
+    insta::assert_snapshot!(error.to_string());
+    assert_eq!(std::fs::read(dir.join("frozen.txt")).unwrap(), b"old");
+    assert_eq!(mode_of("frozen.txt"), 0o444);
+}
