@@ -16,6 +16,7 @@
 //               structuredContent, with an output schema), `audience` (a block for the user
 //               only), `textblob` (a text/plain blob resource); and `dup` twice, `bad name`
 //               and `` (bad names)
+//   odd-results  hostile without the bad names
 // Node only, no packages, so the tests need nothing but `node`.
 "use strict";
 const readline = require("readline");
@@ -49,7 +50,7 @@ let deepValue = 1;
 for (let i = 0; i < 300; i++) {
   deepValue = [deepValue];
 }
-let tools = mode === "changing" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "hostile" ? [
+let tools = mode === "changing" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "hostile" || mode === "odd-results" ? [
   ping,
   simple("deep", "Answer a 300-deep structuredContent."),
   simple("widget", "Answer with a content block of an unknown type."),
@@ -61,11 +62,12 @@ let tools = mode === "changing" ? [ping, swap] : mode === "named" ? (process.arg
   },
   simple("audience", "Answer one block for the model and one for the user."),
   simple("textblob", "Answer a text/plain blob resource."),
+].concat(mode === "hostile" ? [
   simple("dup", "The first dup."),
   simple("dup", "The second dup."),
   simple("bad name", "A name with a space."),
   simple("", "An empty name."),
-] : [
+] : []) : [
   ping,
   { name: "hang", description: "Never answer.", inputSchema: { type: "object", properties: {} } },
   { name: "exit", description: "Exit the server.", inputSchema: { type: "object", properties: {} } },

@@ -85,10 +85,10 @@ async fn a_result_nested_too_deep_fails_that_call_only_and_the_server_keeps_runn
     server.stop().await;
 }
 
-/// The hostile server's tools in a runtime that runs programs in-process, and the errors of
-/// the tools left out.
+/// The odd-results server's tools (named `hostile_…`) in a runtime that runs programs
+/// in-process.
 async fn hostile_runtime(dir: &std::path::Path) -> Runtime {
-    let (tools, errors) = connect_all(&[fake_config("hostile", "hostile", LONG)]).await;
+    let (tools, errors) = connect_all(&[fake_config("hostile", "odd-results", LONG)]).await;
     let profile = Profile::from_yaml("codemode: { enable: true }\n").expect("valid profile");
     let models =
         ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n").expect("valid models");
@@ -97,10 +97,7 @@ async fn hostile_runtime(dir: &std::path::Path) -> Runtime {
     for tool in tools {
         builder = builder.tool(tool);
     }
-    assert!(
-        errors.iter().all(|e| e.kind() == McpErrorKind::InvalidTool),
-        "{errors:?}"
-    );
+    assert!(errors.is_empty(), "{errors:?}");
     builder.build().expect("the runtime builds")
 }
 
