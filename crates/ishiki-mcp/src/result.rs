@@ -1,6 +1,6 @@
 //! Pure mapping from an MCP `tools/call` result (as JSON) to a tool's raw result or error:
 //! what a program sees ([`map_call_result`]) and what a direct call shows the model
-//! ([`model_result`]), both over the content blocks as [`readable_content`] leaves them.
+//! ([`model_result`]), both over the content blocks as `readable_content` leaves them.
 
 use base64::Engine as _;
 use ishiki_core::is_content_block;
@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 /// `isError`). With `structured` (the tool declares an output schema) and `structuredContent`
 /// present, the structured value is the result: a program reads fields, and servers repeat
 /// the same data, media included, in both. Otherwise the content array is the result, as
-/// [`readable_content`] leaves it, so `result[1]` is the second block.
+/// the model may read it (user-only blocks left out, `text/*` blobs as text, unknown blocks
+/// as a note), so `result[1]` is the second block.
 ///
 /// An `isError` result becomes `Err` with its text blocks joined (other blocks are named, not
 /// dropped silently), so a tool failure reads like one.
@@ -29,7 +30,7 @@ pub fn map_call_result(result: &Value, structured: bool) -> Result<Value, String
 }
 
 /// The raw result of a direct call, which core's default display shows the model: the
-/// content blocks as [`readable_content`] leaves them, whether or not the tool declares an
+/// content blocks as the model may read them (see [`map_call_result`]), whether or not the tool declares an
 /// output schema, so images and audio become attachments even beside `structuredContent`.
 /// Only a result without content blocks shows its `structuredContent` (as JSON). Errors as
 /// in [`map_call_result`].
