@@ -87,7 +87,14 @@ pub fn run(options: &RunOptions, out: &mut dyn Write, err: &mut dyn Write) -> Ex
         }
     };
     let mut writer = TranscriptWriter::new(out, options.format, !options.no_data);
-    let result = runtime.block_on(Runner::new(&scenario, &state, options).run(&mut writer));
+    let mut warnings = Vec::new();
+    let result =
+        runtime.block_on(Runner::new(&scenario, &state, options).run(&mut writer, &mut warnings));
+    // What was left out but did not stop the run (an MCP tool with a bad name or schema) goes
+    // to stderr, so the transcript stays the same.
+    for warning in warnings {
+        let _ = writeln!(err, "ishiki: warning: {warning}");
+    }
     match result {
         Ok(exit) => exit,
         Err(RunError::Invalid(message)) => {
@@ -243,7 +250,11 @@ impl<'a> Runner<'a> {
         builder.build().map_err(failed)
     }
 
-    async fn run<W: Write>(mut self, writer: &mut TranscriptWriter<W>) -> Result<Exit, RunError> {
+    async fn run<W: Write>(
+        mut self,
+        writer: &mut TranscriptWriter<W>,
+        warnings: &mut Vec<String>,
+    ) -> Result<Exit, RunError> {
         let assembled = Profile::from_value(&self.scenario.profile).and_then(|profile| {
             let models = ModelsDoc::from_value(&self.scenario.models)?;
             assemble(profile, models, &self.scenario.main_model)
@@ -273,6 +284,12 @@ impl<'a> Runner<'a> {
             });
         }
         let (tools, errors) = ishiki_mcp::connect_all(&configs).await;
+        // One tool left out (a bad name or schema) does not stop the run; a server that did
+        // not start does.
+        let (left_out, errors): (Vec<_>, Vec<_>) = errors
+            .into_iter()
+            .partition(|e| e.kind() == ishiki_mcp::McpErrorKind::InvalidTool);
+        warnings.extend(left_out.iter().map(ToString::to_string));
         if !errors.is_empty() {
             let message = errors
                 .iter()

@@ -15,8 +15,13 @@ pub enum McpErrorKind {
     Closed,
     /// The server answered with a JSON-RPC error (unknown tool, invalid arguments, …).
     Protocol,
-    /// A tool the server lists cannot be offered (its input schema does not compile).
+    /// A tool the server lists cannot be offered (its input schema does not compile, its
+    /// name is empty, or its schema is too large); the server's other tools still are.
     InvalidTool,
+    /// The server's answer cannot be used: a message over 16 MiB, a reply that cannot be
+    /// decoded (nested too deep), a tool list past its limits (pages, tools, bytes) or one
+    /// whose cursor comes back, or a reply that is no tool result. Retrying gets the same.
+    BadReply,
 }
 
 impl McpErrorKind {
@@ -28,6 +33,7 @@ impl McpErrorKind {
             McpErrorKind::Closed => "mcp_closed",
             McpErrorKind::Protocol => "mcp_protocol",
             McpErrorKind::InvalidTool => "mcp_invalid_tool",
+            McpErrorKind::BadReply => "mcp_bad_reply",
         }
     }
 }
@@ -82,7 +88,9 @@ impl From<McpError> for ishiki_core::ToolError {
             McpErrorKind::Start | McpErrorKind::Timeout | McpErrorKind::Closed => {
                 ToolErrorKind::Unavailable
             }
-            _ => ToolErrorKind::Failed,
+            McpErrorKind::Protocol | McpErrorKind::InvalidTool | McpErrorKind::BadReply => {
+                ToolErrorKind::Failed
+            }
         };
         ishiki_core::ToolError::with_kind(kind, e.message)
     }

@@ -1,21 +1,35 @@
 //! `ishiki-mcp`: the tools of any MCP server join Ishiki's tool pool.
 //!
 //! Each server declared under the profile's `mcp.servers.<name>` runs as a child process
-//! speaking MCP over stdio (the official Rust SDK `rmcp`). Its tools become
-//! [`ishiki_core::Tool`]s named `<name>_<tool>`, with origin `mcp:<name>`, deferred to the
-//! toolsearch pool unless the server is `resident`. Register them on a runtime builder with
-//! `.tool(t)`.
+//! speaking MCP over stdio (the official Rust SDK `rmcp`, on this crate's own bounded stdio
+//! transport). Its tools become [`ishiki_core::Tool`]s named `<name>_<tool>`, with origin
+//! `mcp:<name>`, deferred to the toolsearch pool unless the server is `resident`. Register
+//! them on a runtime builder with `.tool(t)`.
 //!
-//! - The raw result of a call is the MCP content array (so `shot[1]` is an image block
-//!   `{type: "image", mimeType, data}`), or `structuredContent` when the tool declares an
-//!   output schema; core's default display turns text blocks into text, image/audio and blob
-//!   resources into media the outlet archives, embedded text resources into text and resource
-//!   links into their URI.
+//! - Names are injective across the servers of one [`connect_all`]/[`start_all`]: when
+//!   `<name>_<tool>` is taken (servers `a` with tool `b_c` and `a_b` with tool `c`), the later
+//!   tool becomes `<name>__<tool>` and its description says why; whitespace and control
+//!   characters in a tool name become `_`. A tool with an empty name, a name listed twice (the
+//!   first is kept) or an input schema that is too large or does not compile is left out with
+//!   an error of kind [`McpErrorKind::InvalidTool`]; the server's other tools are offered.
+//! - A direct call shows the model the result's content blocks ([`model_result`]): text as
+//!   text, image/audio and blob resources as media the outlet archives, `text/*` blobs and
+//!   embedded text resources as text, resource links as their URI; a block whose audience is
+//!   only the user is left out, and a block of a type Ishiki does not know becomes a note. This
+//!   holds with an output schema too, so images are never dropped for `structuredContent`.
+//! - A program calls the tool's program view, whose raw result is the same content array (so
+//!   `shot[1]` is an image block `{type: "image", mimeType, data}`), or `structuredContent`
+//!   when the tool declares an output schema ([`map_call_result`]).
 //! - A result with `isError: true` is a tool error whose message is the result's text.
-//! - Every request (start, listing, call) runs under the server's timeout: a reply over 16 MiB
-//!   is dropped by the transport and would otherwise hang for ever. A server that times out or
-//!   exits is stopped, its tools answer with an error naming it, and the next call starts it
-//!   again; other servers and the runtime go on.
+//! - Everything read from a server is bounded: one message at most 16 MiB (a longer one stops
+//!   the server with an error saying so), one stderr line at most 300 characters (the rest is
+//!   skipped, never buffered), one tool listing at most [`MAX_LIST_PAGES`] pages,
+//!   [`MAX_LISTED_TOOLS`] tools and [`MAX_LIST_BYTES`] bytes, and a cursor that comes back ends
+//!   it; a reply that cannot be decoded (nested deeper than 128 levels) fails its request with
+//!   an error of kind [`McpErrorKind::BadReply`] that says so.
+//! - Every request (start, listing, call) runs under the server's timeout. A server that times
+//!   out or exits is stopped, its tools answer with an error naming it, and the next call
+//!   starts it again; other servers and the runtime go on.
 //! - A server that fails to start is reported by [`connect_all`]; the others still connect.
 //! - A server's tool list may change mid-session: its client follows
 //!   `notifications/tools/list_changed`, and [`apply_tool_changes`] (call it before each
@@ -78,21 +92,24 @@
 
 mod config;
 mod error;
+mod names;
 mod result;
 mod server;
 mod tool;
+mod transport;
 
 use std::sync::Arc;
 
 pub use config::{DEFAULT_TIMEOUT, McpServerConfig};
 pub use error::{McpError, McpErrorKind};
-pub use result::map_call_result;
-pub use server::{McpServer, ToolListChange};
+pub use result::{map_call_result, model_result};
+pub use server::{MAX_LIST_BYTES, MAX_LIST_PAGES, MAX_LISTED_TOOLS, McpServer, ToolListChange};
 pub use tool::{McpTool, ToolsDelta, apply_tool_changes, server_tools, sync_tools};
 
 /// Starts every server (concurrently) and returns their tools, in config order, with one error
-/// per server that failed to start and per tool left out. A failed server does not stop the
-/// others.
+/// per server that failed to start and per tool left out. A failed server or tool does not
+/// stop the others; tool names are given in config order, so the same configuration gives the
+/// same names.
 pub async fn connect_all(
     configs: &[McpServerConfig],
 ) -> (Vec<Arc<dyn ishiki_core::Tool>>, Vec<McpError>) {
@@ -107,12 +124,14 @@ pub async fn connect_all(
 }
 
 /// Starts every server concurrently; the servers that started, in config order, and an error
-/// for each that did not.
+/// for each that did not. The servers share one naming, so their tools get distinct names.
 pub async fn start_all(configs: &[McpServerConfig]) -> (Vec<Arc<McpServer>>, Vec<McpError>) {
     let mut set = tokio::task::JoinSet::new();
+    let names = Arc::new(names::ToolNames::default());
     for (index, config) in configs.iter().enumerate() {
         let config = config.clone();
-        set.spawn(async move { (index, McpServer::start(config).await) });
+        let names = names.clone();
+        set.spawn(async move { (index, McpServer::start_naming(config, names).await) });
     }
     let mut outcomes = Vec::new();
     while let Some(joined) = set.join_next().await {

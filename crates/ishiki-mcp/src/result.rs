@@ -1,31 +1,123 @@
-//! Pure mapping from an MCP `tools/call` result (as JSON) to a tool's raw result or error.
+//! Pure mapping from an MCP `tools/call` result (as JSON) to a tool's raw result or error:
+//! what a program sees ([`map_call_result`]) and what a direct call shows the model
+//! ([`model_result`]), both over the content blocks as `readable_content` leaves them.
 
-use serde_json::Value;
+use base64::Engine as _;
+use ishiki_core::is_content_block;
+use serde_json::{Value, json};
 
 /// The raw result of a call (what `execute` returns and a codemode program sees), or the text
 /// of a tool error.
 ///
 /// `result` is a `CallToolResult` in its wire shape (`content`, `structuredContent`,
 /// `isError`). With `structured` (the tool declares an output schema) and `structuredContent`
-/// present, the structured value is the result and `content` is dropped: servers repeat the
-/// same data, media included, in both, and forwarding both would send it twice. Otherwise the
-/// content array is the result, unchanged, so `result[1]` is the second block.
+/// present, the structured value is the result: a program reads fields, and servers repeat
+/// the same data, media included, in both. Otherwise the content array is the result, as
+/// the model may read it (user-only blocks left out, `text/*` blobs as text, unknown blocks
+/// as a note), so `result[1]` is the second block.
 ///
 /// An `isError` result becomes `Err` with its text blocks joined (other blocks are named, not
 /// dropped silently), so a tool failure reads like one.
 pub fn map_call_result(result: &Value, structured: bool) -> Result<Value, String> {
-    let content = result
-        .get("content")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let content = content_of(result);
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        return Err(error_text(&content, result.get("structuredContent")));
+        return Err(error_text(content, result.get("structuredContent")));
     }
     if structured && let Some(value) = result.get("structuredContent") {
         return Ok(value.clone());
     }
-    Ok(Value::Array(content))
+    Ok(Value::Array(readable_content(content)))
+}
+
+/// The raw result of a direct call, which core's default display shows the model: the
+/// content blocks as the model may read them (see [`map_call_result`]), whether or not the tool declares an
+/// output schema, so images and audio become attachments even beside `structuredContent`.
+/// Only a result without content blocks shows its `structuredContent` (as JSON). Errors as
+/// in [`map_call_result`].
+pub fn model_result(result: &Value) -> Result<Value, String> {
+    let content = content_of(result);
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        return Err(error_text(content, result.get("structuredContent")));
+    }
+    match result.get("structuredContent") {
+        Some(value) if content.is_empty() && !value.is_null() => Ok(value.clone()),
+        _ => Ok(Value::Array(readable_content(content))),
+    }
+}
+
+fn content_of(result: &Value) -> &[Value] {
+    result
+        .get("content")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// The content blocks a model may read, in order:
+///
+/// - a block whose `annotations.audience` names only others than `"assistant"` (e.g.
+///   `["user"]`) is left out: the server meant it for a person's screen, not the model;
+/// - an embedded resource with a `text/*` blob that is UTF-8 becomes an embedded text
+///   resource, so it is read as text rather than attached as media no model accepts;
+/// - a block of a type Ishiki does not know, or a known type without its fields, becomes a
+///   text block naming it, so one odd block never hides the others.
+pub(crate) fn readable_content(content: &[Value]) -> Vec<Value> {
+    content
+        .iter()
+        .filter(|block| !for_others_only(block))
+        .map(|block| {
+            if let Some(text) = text_blob(block) {
+                text
+            } else if is_content_block(block) {
+                block.clone()
+            } else {
+                json!({ "type": "text", "text": unknown_block_note(block) })
+            }
+        })
+        .collect()
+}
+
+fn for_others_only(block: &Value) -> bool {
+    block
+        .pointer("/annotations/audience")
+        .and_then(Value::as_array)
+        .is_some_and(|audience| {
+            !audience.is_empty() && !audience.iter().any(|role| role == "assistant")
+        })
+}
+
+/// An embedded `text/*` blob resource as the same resource with its text, when the blob is
+/// base64 of UTF-8.
+fn text_blob(block: &Value) -> Option<Value> {
+    if block.get("type").and_then(Value::as_str) != Some("resource") {
+        return None;
+    }
+    let resource = block.get("resource")?.as_object()?;
+    let mime = resource.get("mimeType")?.as_str()?;
+    if !mime.trim_start().to_ascii_lowercase().starts_with("text/") {
+        return None;
+    }
+    let blob = resource.get("blob")?.as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(blob.trim().as_bytes())
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let mut resource = resource.clone();
+    resource.remove("blob");
+    resource.insert("text".to_owned(), Value::String(text));
+    let mut block = block.clone();
+    block["resource"] = Value::Object(resource);
+    Some(block)
+}
+
+/// The text that stands for a block Ishiki cannot show, naming its type (cut short, quoted).
+fn unknown_block_note(block: &Value) -> String {
+    match block.get("type").and_then(Value::as_str) {
+        Some(kind) => {
+            let kind: String = kind.chars().take(40).collect();
+            format!("[a content block of type {kind:?} that Ishiki cannot show]")
+        }
+        None => "[a content block without a type that Ishiki cannot show]".to_owned(),
+    }
 }
 
 /// The readable text of an error result.

@@ -3,7 +3,7 @@
 //! `notifications/tools/list_changed` so the tool list can be listed again
 //! ([`McpServer::refresh_tools`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,16 +11,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ClientHandler;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{
-    MaybeSendFuture, NotificationContext, RoleClient, RunningService, ServiceError, ServiceExt,
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, CustomResult, PaginatedRequestParams,
+    ServerResult,
 };
-use rmcp::transport::TokioChildProcess;
+use rmcp::service::{
+    MaybeSendFuture, NotificationContext, Peer, RoleClient, RunningService, ServiceError,
+    ServiceExt,
+};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use crate::config::McpServerConfig;
 use crate::error::{McpError, McpErrorKind};
+use crate::names::ToolNames;
+use crate::transport::{Broken, StdioTransport, undecodable_reason};
 
 /// The last lines a server wrote to stderr, quoted in errors about it.
 #[derive(Debug, Default)]
@@ -30,13 +35,31 @@ struct StderrTail {
 
 const STDERR_LINES: usize = 5;
 const STDERR_LINE_CHARS: usize = 300;
+/// The most bytes of one stderr line kept while it is read: enough for
+/// [`STDERR_LINE_CHARS`] characters of any UTF-8. The rest of a longer line is skipped, so a
+/// server that writes without newlines costs no memory.
+const STDERR_LINE_BYTES: usize = STDERR_LINE_CHARS * 4;
 /// How long a failed start waits for the child's last stderr lines.
 const STDERR_GRACE: Duration = Duration::from_millis(500);
 
 impl StderrTail {
     fn push(&mut self, line: &str) {
         let line: String = line.trim_end().chars().take(STDERR_LINE_CHARS).collect();
-        if line.is_empty() {
+        self.keep(line);
+    }
+
+    /// A line cut at the limit, marked so the reader knows more followed.
+    fn push_cut(&mut self, start: &[u8]) {
+        let mut line: String = String::from_utf8_lossy(start)
+            .chars()
+            .take(STDERR_LINE_CHARS)
+            .collect();
+        line.push('…');
+        self.keep(line);
+    }
+
+    fn keep(&mut self, line: String) {
+        if line.trim().is_empty() {
             return;
         }
         if self.lines.len() == STDERR_LINES {
@@ -52,6 +75,50 @@ impl StderrTail {
             let lines: Vec<&str> = self.lines.iter().map(String::as_str).collect();
             format!(" (its stderr ends: {})", lines.join(" | "))
         }
+    }
+}
+
+/// Reads a child's stderr to its end into `tail`. At most [`STDERR_LINE_BYTES`] of a line are
+/// held: a line that grows past them is quoted at once, cut, and the rest of it skipped until
+/// its newline, so neither a line without end nor a flood of lines grows the host.
+async fn read_stderr(stderr: impl AsyncRead + Unpin, tail: &Mutex<StderrTail>) {
+    let mut reader = BufReader::new(stderr);
+    let mut line: Vec<u8> = Vec::new();
+    // The current line went past the limit and was quoted already.
+    let mut cut = false;
+    loop {
+        let (used, newline) = {
+            let chunk = match reader.fill_buf().await {
+                Ok(chunk) if !chunk.is_empty() => chunk,
+                _ => break,
+            };
+            let newline = chunk.iter().position(|b| *b == b'\n');
+            let used = newline.map_or(chunk.len(), |i| i + 1);
+            if !cut {
+                let text = &chunk[..newline.unwrap_or(chunk.len())];
+                let room = STDERR_LINE_BYTES - line.len();
+                if text.len() > room {
+                    line.extend_from_slice(&text[..room]);
+                    lock(tail).push_cut(&line);
+                    line.clear();
+                    cut = true;
+                } else {
+                    line.extend_from_slice(text);
+                }
+            }
+            (used, newline.is_some())
+        };
+        reader.consume(used);
+        if newline {
+            if !cut {
+                lock(tail).push(&String::from_utf8_lossy(&line));
+            }
+            line.clear();
+            cut = false;
+        }
+    }
+    if !cut && !line.is_empty() {
+        lock(tail).push(&String::from_utf8_lossy(&line));
     }
 }
 
@@ -113,6 +180,8 @@ struct Connection {
     stderr: Arc<Mutex<StderrTail>>,
     /// Turns true when the child's stderr reaches its end (the child exited).
     stderr_done: tokio::sync::watch::Receiver<bool>,
+    /// Why the transport closed the connection itself, if it did.
+    broken: Broken,
 }
 
 impl Connection {
@@ -135,6 +204,9 @@ pub struct McpServer {
     tools: Mutex<Vec<rmcp::model::Tool>>,
     starts: AtomicU64,
     changes: Arc<ListChanges>,
+    duplicates: Mutex<Vec<String>>,
+    /// The names given to tools, shared with the servers started alongside this one.
+    names: Arc<ToolNames>,
 }
 
 impl fmt::Debug for McpServer {
@@ -152,6 +224,110 @@ async fn wait_for_stderr(mut done: tokio::sync::watch::Receiver<bool>) {
     let _ = tokio::time::timeout(STDERR_GRACE, done.wait_for(|done| *done)).await;
 }
 
+/// The most pages one listing may take.
+pub const MAX_LIST_PAGES: usize = 100;
+/// The most tools one listing may hold.
+pub const MAX_LISTED_TOOLS: usize = 1000;
+/// The most bytes one listing may hold, its tools measured as JSON over all pages.
+pub const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
+
+/// Why a request gave no usable answer.
+enum Failure {
+    /// rmcp's own error: a JSON-RPC error, a closed transport, an unexpected reply.
+    Service(ServiceError),
+    /// The answer broke a limit or the protocol; the connection itself is fine.
+    Refused(String),
+}
+
+impl From<ServiceError> for Failure {
+    fn from(e: ServiceError) -> Self {
+        Failure::Service(e)
+    }
+}
+
+/// Every page of `tools/list`, within the listing limits.
+async fn list_pages(peer: &Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, Failure> {
+    let mut tools = Vec::new();
+    let mut bytes = 0usize;
+    let mut cursors = HashSet::new();
+    let mut cursor = None;
+    for page in 1..=MAX_LIST_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor);
+        let result = peer.list_tools(Some(params)).await?;
+        bytes = bytes.saturating_add(json_len(&result.tools));
+        if bytes > MAX_LIST_BYTES {
+            return Err(Failure::Refused(format!(
+                "its tool list is larger than {} MiB (the limit for one listing), reached on page {page}",
+                MAX_LIST_BYTES / (1024 * 1024)
+            )));
+        }
+        if tools.len() + result.tools.len() > MAX_LISTED_TOOLS {
+            return Err(Failure::Refused(format!(
+                "it lists more than {MAX_LISTED_TOOLS} tools (the limit for one listing), reached on page {page}"
+            )));
+        }
+        tools.extend(result.tools);
+        match result.next_cursor {
+            None => return Ok(tools),
+            Some(next) => {
+                if !cursors.insert(next.clone()) {
+                    return Err(Failure::Refused(format!(
+                        "page {page} of its tool list gives a cursor an earlier page gave, so the listing would never end"
+                    )));
+                }
+                cursor = Some(next);
+            }
+        }
+    }
+    Err(Failure::Refused(format!(
+        "its tool list goes on past {MAX_LIST_PAGES} pages (the limit for one listing)"
+    )))
+}
+
+/// The length of a value as JSON, counted without building the text.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that cannot be serialized counts what it wrote.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// One `tools/call`, its result in the wire shape. A result rmcp could not type (a content
+/// block of a type it does not know) comes back as its raw JSON, which is still a tool
+/// result; rmcp's `call_tool` would call it an "unexpected response".
+async fn call_once(
+    peer: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+) -> Result<Value, Failure> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let unusable = |e: serde_json::Error| Failure::Refused(format!("cannot read the result: {e}"));
+    match peer.send_request(request).await? {
+        ServerResult::CallToolResult(result) => serde_json::to_value(&result).map_err(unusable),
+        ServerResult::EmptyResult(_) => Ok(serde_json::json!({ "content": [] })),
+        ServerResult::CustomResult(CustomResult(raw))
+            if ["content", "structuredContent", "isError"]
+                .iter()
+                .any(|key| raw.get(key).is_some()) =>
+        {
+            Ok(raw)
+        }
+        _ => Err(Failure::Refused(
+            "its reply is not a tool result (no `content`, `structuredContent` or `isError`)"
+                .to_owned(),
+        )),
+    }
+}
+
 fn millis(d: Duration) -> String {
     format!("{} ms", d.as_millis())
 }
@@ -160,14 +336,25 @@ impl McpServer {
     /// Starts the server and lists its tools; the handshake and the listing each run under the
     /// configured timeout.
     pub async fn start(config: McpServerConfig) -> Result<Arc<McpServer>, McpError> {
+        McpServer::start_naming(config, Arc::default()).await
+    }
+
+    /// [`McpServer::start`], giving tool names from `names`, which the servers of one session
+    /// share so that no two of their tools get the same name.
+    pub(crate) async fn start_naming(
+        config: McpServerConfig,
+        names: Arc<ToolNames>,
+    ) -> Result<Arc<McpServer>, McpError> {
         let server = Arc::new(McpServer {
             config,
             connection: tokio::sync::Mutex::new(None),
             tools: Mutex::new(Vec::new()),
             starts: AtomicU64::new(0),
             changes: Arc::new(ListChanges::default()),
+            duplicates: Mutex::new(Vec::new()),
+            names,
         });
-        let tools = server.list_tools().await?;
+        let tools = server.list_unique().await?;
         *lock(&server.tools) = tools;
         Ok(server)
     }
@@ -213,7 +400,7 @@ impl McpServer {
     /// notification that arrives meanwhile is not lost. On error the old list stays.
     pub async fn refresh_tools(&self) -> Result<ToolListChange, McpError> {
         self.changes.pending.store(false, Ordering::SeqCst);
-        let fresh = match self.list_tools().await {
+        let fresh = match self.list_unique().await {
             Ok(fresh) => fresh,
             Err(e) => {
                 self.changes.mark();
@@ -235,6 +422,34 @@ impl McpServer {
         Ok(ToolListChange { added, removed })
     }
 
+    /// Names the last listing gave more than once; only the first of each was kept (two
+    /// tools with one name cannot be told apart when called).
+    pub fn duplicate_names(&self) -> Vec<String> {
+        lock(&self.duplicates).clone()
+    }
+
+    /// [`McpServer::list_tools`] with the second and later tools of one name left out (and
+    /// remembered for [`McpServer::duplicate_names`]).
+    async fn list_unique(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
+        let listed = self.list_tools().await?;
+        let mut seen = HashSet::new();
+        let mut duplicates = Vec::new();
+        let mut unique = Vec::with_capacity(listed.len());
+        for tool in listed {
+            if seen.insert(tool.name.clone()) {
+                unique.push(tool);
+            } else if !duplicates.iter().any(|d| *d == *tool.name) {
+                duplicates.push(tool.name.to_string());
+            }
+        }
+        *lock(&self.duplicates) = duplicates;
+        Ok(unique)
+    }
+
+    pub(crate) fn names(&self) -> &ToolNames {
+        &self.names
+    }
+
     /// Stops the child process, if it runs; the next request starts it again.
     pub async fn stop(&self) {
         if let Some(connection) = self.connection.lock().await.take() {
@@ -242,11 +457,14 @@ impl McpServer {
         }
     }
 
-    /// Lists every tool (all pages) from the running server, starting it when needed.
+    /// Lists every tool (all pages) from the running server, starting it when needed. One
+    /// listing takes at most [`MAX_LIST_PAGES`] pages, [`MAX_LISTED_TOOLS`] tools and
+    /// [`MAX_LIST_BYTES`] bytes, and a cursor that comes back ends it: a server that pages
+    /// for ever fails with an error saying so, not by exhausting memory or the timeout.
     pub async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
         let connection = self.connection().await?;
         let outcome =
-            tokio::time::timeout(self.config.timeout, connection.service.list_all_tools()).await;
+            tokio::time::timeout(self.config.timeout, list_pages(connection.service.peer())).await;
         self.finish(&connection, "tools/list", outcome).await
     }
 
@@ -254,7 +472,9 @@ impl McpServer {
     /// `CallToolResult` in its wire shape (`content`, `structuredContent`, `isError`).
     ///
     /// A tool failure is a successful answer with `isError: true`; `Err` means the server did
-    /// not answer (timeout, exit) or refused the request (JSON-RPC error).
+    /// not answer (timeout, exit), refused the request (JSON-RPC error) or answered with
+    /// something that is no tool result. A result with content blocks rmcp does not know is
+    /// still returned as the server sent it ([`crate::map_call_result`] names such blocks).
     pub async fn call(&self, tool: &str, arguments: Value) -> Result<Value, McpError> {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         match arguments {
@@ -272,17 +492,13 @@ impl McpServer {
             }
         }
         let connection = self.connection().await?;
-        let outcome =
-            tokio::time::timeout(self.config.timeout, connection.service.call_tool(params)).await;
+        let outcome = tokio::time::timeout(
+            self.config.timeout,
+            call_once(connection.service.peer(), params),
+        )
+        .await;
         let what = format!("`{tool}`");
-        let result = self.finish(&connection, &what, outcome).await?;
-        serde_json::to_value(&result).map_err(|e| {
-            McpError::new(
-                McpErrorKind::Protocol,
-                self.name(),
-                format!("mcp server `{}`: cannot read the result: {e}", self.name()),
-            )
-        })
+        self.finish(&connection, &what, outcome).await
     }
 
     /// Turns a request's outcome into a result, stopping the connection when the server hung
@@ -291,29 +507,55 @@ impl McpServer {
         &self,
         connection: &Arc<Connection>,
         what: &str,
-        outcome: Result<Result<T, ServiceError>, tokio::time::error::Elapsed>,
+        outcome: Result<Result<T, Failure>, tokio::time::error::Elapsed>,
     ) -> Result<T, McpError> {
         let name = self.name();
         match outcome {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(ServiceError::McpError(e))) => Err(McpError::new(
-                McpErrorKind::Protocol,
+            Ok(Err(Failure::Refused(reason))) => Err(McpError::new(
+                McpErrorKind::BadReply,
                 name,
-                format!("mcp server `{name}` refused {what}: {}", e.message),
+                format!("mcp server `{name}` gave an unusable answer to {what}: {reason}"),
             )),
+            Ok(Err(Failure::Service(ServiceError::McpError(e)))) => {
+                Err(match undecodable_reason(&e) {
+                    Some(reason) => McpError::new(
+                        McpErrorKind::BadReply,
+                        name,
+                        format!(
+                            "mcp server `{name}` sent a reply to {what} that cannot be decoded: {reason}"
+                        ),
+                    ),
+                    None => McpError::new(
+                        McpErrorKind::Protocol,
+                        name,
+                        format!("mcp server `{name}` refused {what}: {}", e.message),
+                    ),
+                })
+            }
             Err(_) => {
                 self.discard(connection).await;
+                let tail = lock(&connection.stderr).quoted();
                 Err(McpError::new(
                     McpErrorKind::Timeout,
                     name,
                     format!(
-                        "mcp server `{name}` did not answer {what} within {} (a reply over 16 MiB also ends this way); it was stopped and restarts on the next call",
+                        "mcp server `{name}` did not answer {what} within {}{tail}; it was stopped and restarts on the next call",
                         millis(self.config.timeout)
                     ),
                 ))
             }
-            Ok(Err(e)) => {
+            Ok(Err(Failure::Service(e))) => {
                 self.discard(connection).await;
+                if let Some(reason) = lock(&connection.broken).clone() {
+                    return Err(McpError::new(
+                        McpErrorKind::BadReply,
+                        name,
+                        format!(
+                            "mcp server `{name}` {reason} during {what}; it was stopped and restarts on the next call"
+                        ),
+                    ));
+                }
                 wait_for_stderr(connection.stderr_done.clone()).await;
                 let tail = lock(&connection.stderr).quoted();
                 let cause = match e {
@@ -372,26 +614,32 @@ impl McpServer {
             .chain(config.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
-        let (transport, stderr) = TokioChildProcess::builder(command)
-            .stderr(Stdio::piped())
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let broken = Broken::default();
+        let transport = command
             .spawn()
+            .and_then(|mut child| {
+                let stderr = child.stderr.take();
+                Ok((StdioTransport::new(child, broken.clone())?, stderr))
+            })
             .map_err(|e| {
                 McpError::new(
                     McpErrorKind::Start,
                     name,
                     format!("mcp server `{name}` failed to start: cannot run `{shown}`: {e}"),
                 )
-            })?;
+            });
+        let (transport, stderr) = transport?;
         self.starts.fetch_add(1, Ordering::Relaxed);
         let tail = Arc::new(Mutex::new(StderrTail::default()));
         let (done_tx, done_rx) = tokio::sync::watch::channel(stderr.is_none());
         if let Some(stderr) = stderr {
             let tail = tail.clone();
             tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    lock(&tail).push(&line);
-                }
+                read_stderr(stderr, &tail).await;
                 let _ = done_tx.send(true);
             });
         }
@@ -409,6 +657,7 @@ impl McpServer {
                     service,
                     stderr: tail,
                     stderr_done: done_rx,
+                    broken,
                 });
             }
             Ok(Err(e)) => format!("the initialize handshake failed: {e}"),
@@ -423,5 +672,54 @@ impl McpServer {
             name,
             format!("mcp server `{name}` failed to start (`{shown}`): {cause}{quoted}"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The stderr reader on an in-memory pipe.
+
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn a_stderr_line_without_end_is_quoted_cut_while_it_is_still_written() {
+        let (mut writer, reader) = tokio::io::duplex(64 * 1024);
+        let tail = Arc::new(Mutex::new(StderrTail::default()));
+        let task = tokio::spawn({
+            let tail = tail.clone();
+            async move { read_stderr(reader, &tail).await }
+        });
+        // 8 MiB and no newline; the writer stays open, as a server that goes on writing does.
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..128 {
+            writer
+                .write_all(&chunk)
+                .await
+                .expect("the reader keeps reading");
+        }
+        let quoted = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let quoted = lock(&tail).quoted();
+                if !quoted.is_empty() {
+                    return quoted;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("quoted before the line ends");
+        assert_eq!(quoted, format!(" (its stderr ends: {}…)", "x".repeat(300)));
+        // The rest of the long line is skipped; the next lines are read as usual.
+        writer
+            .write_all(b"yyy\nlast words\n")
+            .await
+            .expect("writes");
+        drop(writer);
+        task.await.expect("the reader ends with the stream");
+        assert_eq!(
+            lock(&tail).quoted(),
+            format!(" (its stderr ends: {}… | last words)", "x".repeat(300))
+        );
     }
 }

@@ -8,50 +8,88 @@ use ishiki_core::{Runtime, Tool, ToolContext, ToolDef, ToolError};
 use serde_json::Value;
 
 use crate::error::{McpError, McpErrorKind};
-use crate::result::map_call_result;
+use crate::result::{map_call_result, model_result};
 use crate::server::McpServer;
 
 /// One tool of an MCP server, callable directly and from codemode programs.
 ///
-/// `execute` returns the MCP content array unchanged (so `result[1]` is an image block
-/// `{type: "image", mimeType, data}`), or `structuredContent` when the tool declares an output
-/// schema. The display is core's default: text blocks as text, image/audio and blob resources
-/// as media, embedded text resources as text, resource links as their URI.
-#[derive(Debug)]
+/// A direct call gives the model the result's content blocks (text as text, images, audio and
+/// blob resources as attachments, `text/*` blobs as text; blocks meant for the user alone are
+/// left out), even when the tool declares an output schema: media are never dropped because
+/// structured content is there too. A program calls the tool's [`Tool::program_view`], whose
+/// raw result is `structuredContent` when the tool declares an output schema, else the same
+/// content array (so `result[1]` is an image block `{type: "image", mimeType, data}`).
+#[derive(Debug, Clone)]
 pub struct McpTool {
     server: Arc<McpServer>,
     remote: String,
     def: ToolDef,
+    view: View,
 }
 
+/// Which caller a tool serves: the model (content blocks) or programs (structured content).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum View {
+    Model,
+    Program,
+}
+
+/// The most JSON nodes an input schema may have before it is compiled, so a listing cannot
+/// buy unbounded compile work with one tool (the listing itself is at most 16 MiB).
+const MAX_SCHEMA_NODES: usize = 100_000;
+
 impl McpTool {
-    /// The tool `remote` of `server`, described by `tool` as the server listed it.
+    /// The tool `remote` of `server`, described by `tool` as the server listed it, named by the
+    /// server's naming (`<server>_<tool>`, or a distinct name when that one is taken; see
+    /// [`crate::connect_all`]).
     ///
-    /// Fails with [`McpErrorKind::InvalidTool`] when its input schema does not compile, so one
-    /// broken tool cannot stop a runtime from building.
+    /// Fails with [`McpErrorKind::InvalidTool`] when its name is empty or its input schema is
+    /// too large or does not compile, so one broken tool cannot stop a runtime from building.
     pub fn new(server: Arc<McpServer>, tool: &rmcp::model::Tool) -> Result<McpTool, McpError> {
         let config = server.config();
-        let name = format!("{}_{}", config.name, tool.name);
-        let input_schema = Value::Object(tool.input_schema.as_ref().clone());
-        if let Err(e) = jsonschema::validator_for(&input_schema) {
-            return Err(McpError::new(
+        let invalid = |why: String| {
+            McpError::new(
                 McpErrorKind::InvalidTool,
                 &config.name,
                 format!(
-                    "mcp server `{}`: tool `{}` is left out: its input schema is invalid: {e}",
+                    "mcp server `{}`: tool `{}` is left out: {why}",
                     config.name, tool.name
                 ),
-            ));
+            )
+        };
+        if tool.name.trim().is_empty() {
+            return Err(invalid("its name is empty".to_owned()));
         }
-        let description = tool
+        let input_schema = Value::Object(tool.input_schema.as_ref().clone());
+        let nodes = count_nodes(&input_schema, MAX_SCHEMA_NODES);
+        if nodes > MAX_SCHEMA_NODES {
+            return Err(invalid(format!(
+                "its input schema has more than {MAX_SCHEMA_NODES} JSON values"
+            )));
+        }
+        if let Err(e) = jsonschema::validator_for(&input_schema) {
+            return Err(invalid(format!("its input schema is invalid: {e}")));
+        }
+        let named = server.names().name(&config.name, &tool.name);
+        let mut description = tool
             .description
             .as_deref()
             .filter(|d| !d.trim().is_empty())
             .or(tool.title.as_deref())
             .unwrap_or_default()
             .to_owned();
+        if let Some(why) = &named.renamed {
+            // The model sees the name it must call and why it differs from the usual one.
+            if !description.is_empty() {
+                description.push_str("\n\n");
+            }
+            description.push_str(&format!(
+                "(Named `{}` here because {why}; the server `{}` calls it `{}`.)",
+                named.name, config.name, tool.name
+            ));
+        }
         let def = ToolDef {
-            name,
+            name: named.name,
             description,
             input_schema,
             output_schema: tool
@@ -65,6 +103,7 @@ impl McpTool {
             remote: tool.name.to_string(),
             server,
             def,
+            view: View::Model,
         })
     }
 
@@ -79,6 +118,25 @@ impl McpTool {
     }
 }
 
+/// How many JSON values `value` holds, counted up to just past `limit` (iteratively, so a
+/// deep value cannot exhaust the stack).
+fn count_nodes(value: &Value, limit: usize) -> usize {
+    let mut count = 0;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        count += 1;
+        if count > limit {
+            break;
+        }
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    count
+}
+
 #[async_trait]
 impl Tool for McpTool {
     fn definition(&self) -> ToolDef {
@@ -87,14 +145,26 @@ impl Tool for McpTool {
 
     async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
         let result = self.server.call(&self.remote, input).await?;
-        map_call_result(&result, self.def.output_schema.is_some()).map_err(ToolError::new)
+        match self.view {
+            View::Model => model_result(&result),
+            View::Program => map_call_result(&result, self.def.output_schema.is_some()),
+        }
+        .map_err(ToolError::new)
+    }
+
+    fn program_view(&self) -> Option<Arc<dyn Tool>> {
+        Some(Arc::new(McpTool {
+            view: View::Program,
+            ..self.clone()
+        }))
     }
 }
 
-/// Every tool `server` listed at start, as [`McpTool`]s, and an error for each tool left out.
+/// Every tool `server` listed at start, as [`McpTool`]s, and an error for each tool left out
+/// (an invalid or too large input schema, an empty name, a name listed twice).
 pub fn server_tools(server: &Arc<McpServer>) -> (Vec<Arc<dyn Tool>>, Vec<McpError>) {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-    let mut errors = Vec::new();
+    let mut errors = duplicate_errors(server);
     for tool in server.listed_tools() {
         match McpTool::new(server.clone(), &tool) {
             Ok(tool) => tools.push(Arc::new(tool)),
@@ -104,14 +174,34 @@ pub fn server_tools(server: &Arc<McpServer>) -> (Vec<Arc<dyn Tool>>, Vec<McpErro
     (tools, errors)
 }
 
+/// One error per name the server's last listing gave twice (the first tool of the name is
+/// kept).
+fn duplicate_errors(server: &McpServer) -> Vec<McpError> {
+    server
+        .duplicate_names()
+        .into_iter()
+        .map(|name| {
+            McpError::new(
+                McpErrorKind::InvalidTool,
+                server.name(),
+                format!(
+                    "mcp server `{}`: tool `{name}` is listed more than once; only the first is offered",
+                    server.name()
+                ),
+            )
+        })
+        .collect()
+}
+
 /// What changed in a server's tool list, as Ishiki tools.
 #[derive(Debug, Default)]
 pub struct ToolsDelta {
     /// New tools, and tools whose definition changed (they replace the old ones).
     pub added: Vec<Arc<dyn Tool>>,
-    /// Ishiki names (`<server>_<tool>`) of tools the server no longer lists.
+    /// Ishiki names (`<server>_<tool>`, or the distinct name the tool was given) of tools the
+    /// server no longer lists.
     pub removed: Vec<String>,
-    /// One error per listed tool left out (an invalid input schema).
+    /// One error per listed tool left out (an invalid input schema, a name listed twice).
     pub errors: Vec<McpError>,
 }
 
@@ -120,19 +210,24 @@ pub struct ToolsDelta {
 pub async fn sync_tools(server: &Arc<McpServer>) -> Result<ToolsDelta, McpError> {
     let change = server.refresh_tools().await?;
     let prefix = &server.config().name;
+    // A removed tool was given a name when it was added; one never offered has none to
+    // take back.
     let mut delta = ToolsDelta {
         removed: change
             .removed
             .iter()
-            .map(|name| format!("{prefix}_{name}"))
+            .filter_map(|name| server.names().given(prefix, name))
             .collect(),
+        errors: duplicate_errors(server),
         ..ToolsDelta::default()
     };
     for tool in &change.added {
         match McpTool::new(server.clone(), tool) {
             Ok(tool) => delta.added.push(Arc::new(tool)),
             Err(e) => {
-                delta.removed.push(format!("{prefix}_{}", tool.name));
+                delta
+                    .removed
+                    .extend(server.names().given(prefix, &tool.name));
                 delta.errors.push(e);
             }
         }
@@ -174,4 +269,42 @@ pub async fn apply_tool_changes(
         }
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    //! The schema bounds applied before a tool's input schema is compiled.
+
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_schema_node_count_stops_just_past_the_limit() {
+        let wide = Value::Array(vec![json!(1); 50]);
+        assert_eq!(count_nodes(&wide, 10), 11);
+        assert_eq!(count_nodes(&json!({ "a": [1, 2] }), 10), 4);
+    }
+
+    #[test]
+    fn an_input_schema_whose_local_refs_fan_out_compiles_in_bounded_time() {
+        // Each level refers four times to the next: 4^12 paths if references were expanded.
+        let mut defs = serde_json::Map::new();
+        for level in 0..12 {
+            let next = json!({ "$ref": format!("#/$defs/L{}", level + 1) });
+            defs.insert(
+                format!("L{level}"),
+                json!({ "type": "object", "properties": { "a": next, "b": next, "c": next, "d": next } }),
+            );
+        }
+        defs.insert("L12".to_owned(), json!({ "type": "string" }));
+        let schema = json!({ "$ref": "#/$defs/L0", "$defs": defs });
+        let started = std::time::Instant::now();
+        let validator = jsonschema::validator_for(&schema).expect("compiles");
+        assert!(validator.is_valid(&json!({ "a": { "b": {} } })));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 }

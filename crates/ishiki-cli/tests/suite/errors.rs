@@ -102,3 +102,27 @@ fn help_is_available_on_every_subcommand() {
         assert!(String::from_utf8_lossy(&output.stdout).contains("Usage"));
     }
 }
+
+#[test]
+fn an_mcp_server_with_a_duplicate_and_a_malformed_tool_name_does_not_stop_the_run() {
+    // The MCP crate's fake server in `hostile` mode lists `dup` twice, `bad name` and an empty
+    // name beside good tools.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ishiki-mcp/tests/data/fake_server.js")
+        .display()
+        .to_string();
+    let text = format!(
+        "{HEAD}profile:\n  mcp:\n    servers:\n      hostile:\n        command: node\n        args: [{}, hostile]\n        resident: true\n        timeoutMs: 20000\nsteps:\n  - model: {{ calls: [ {{ id: c1, name: hostile_bad_name, input: {{}} }}, {{ id: c2, name: hostile_ping, input: {{}} }} ] }}\n  - model: {{ text: done }}\n",
+        serde_json::to_string(&script).expect("a JSON string")
+    );
+    let (_dir, path) = write("hostile.yaml", &text);
+    let out = run(&path, &["--no-data"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results: Vec<String> = events(&out.stdout)
+        .iter()
+        .filter(|e| e["event"] == "tool_result")
+        .map(|e| e["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(results, ["bad name", "pong"]);
+    insta::assert_snapshot!(out.stderr);
+}

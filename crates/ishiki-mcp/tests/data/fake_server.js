@@ -6,6 +6,17 @@
 //   silent      reads requests and never answers
 //   changing    lists `ping` and `swap`; a call of `swap` drops `ping`, adds `echo`, sends
 //               notifications/tools/list_changed, then answers (a list that changes mid-session)
+//   stderr-flood  like normal, but first writes 64 MiB to stderr without a newline
+//   pages-endless  tools/list pages for ever, one new tool and a new cursor per page
+//   pages-repeat   tools/list gives the same cursor again and again
+//   deep-schema    tools/list holds a tool whose input schema is nested 70 levels
+//   named NAMES    lists the comma-separated NAMES (each answers with its own name)
+//   hostile     lists `ping` and tools with odd results: `deep` (300-deep structuredContent),
+//               `widget` (a content block of unknown type), `media` (an image beside
+//               structuredContent, with an output schema), `audience` (a block for the user
+//               only), `textblob` (a text/plain blob resource); and `dup` twice, `bad name`
+//               and `` (bad names)
+//   odd-results  hostile without the bad names
 // Node only, no packages, so the tests need nothing but `node`.
 "use strict";
 const readline = require("readline");
@@ -27,14 +38,59 @@ const echo = {
   description: "Answer with the given text.",
   inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
 };
-let tools = mode === "changing" ? [ping, swap] : [
+const object = { type: "object", properties: {} };
+const simple = (name, description) => ({ name, description, inputSchema: object });
+const PNG =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+let deepSchema = { type: "string" };
+for (let i = 0; i < 70; i++) {
+  deepSchema = { type: "object", properties: { x: deepSchema } };
+}
+let deepValue = 1;
+for (let i = 0; i < 300; i++) {
+  deepValue = [deepValue];
+}
+let tools = mode === "changing" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "hostile" || mode === "odd-results" ? [
+  ping,
+  simple("deep", "Answer a 300-deep structuredContent."),
+  simple("widget", "Answer with a content block of an unknown type."),
+  {
+    name: "media",
+    description: "Answer an image and structured content.",
+    inputSchema: object,
+    outputSchema: { type: "object", properties: { width: { type: "number" } } },
+  },
+  simple("audience", "Answer one block for the model and one for the user."),
+  simple("textblob", "Answer a text/plain blob resource."),
+].concat(mode === "hostile" ? [
+  simple("dup", "The first dup."),
+  simple("dup", "The second dup."),
+  simple("bad name", "A name with a space."),
+  simple("", "An empty name."),
+] : []) : [
   ping,
   { name: "hang", description: "Never answer.", inputSchema: { type: "object", properties: {} } },
   { name: "exit", description: "Exit the server.", inputSchema: { type: "object", properties: {} } },
   { name: "huge", description: "Answer 17 MiB.", inputSchema: { type: "object", properties: {} } },
 ];
 
+function floodStderr(left, done) {
+  const chunk = "x".repeat(1024 * 1024);
+  while (left > 0) {
+    left -= 1;
+    if (!process.stderr.write(chunk)) {
+      process.stderr.once("drain", () => floodStderr(left, done));
+      return;
+    }
+  }
+  done();
+}
+
 const rl = readline.createInterface({ input: process.stdin });
+if (mode === "stderr-flood") {
+  rl.pause();
+  floodStderr(64, () => rl.resume());
+}
 rl.on("line", (line) => {
   let request;
   try {
@@ -57,9 +113,18 @@ rl.on("line", (line) => {
     case "ping":
       reply({});
       break;
-    case "tools/list":
-      reply({ tools });
+    case "tools/list": {
+      const cursor = request.params && request.params.cursor;
+      if (mode === "pages-endless") {
+        const n = cursor ? Number(cursor.slice(1)) : 0;
+        reply({ tools: [simple(`t${n}`, `Tool ${n}.`)], nextCursor: `c${n + 1}` });
+      } else if (mode === "pages-repeat") {
+        reply({ tools: cursor ? [] : [ping], nextCursor: "again" });
+      } else {
+        reply({ tools });
+      }
       break;
+    }
     case "tools/call": {
       const name = request.params.name;
       if (!tools.some((t) => t.name === name)) {
@@ -72,6 +137,47 @@ rl.on("line", (line) => {
         reply({ content: [{ type: "text", text: String(request.params.arguments.text) }] });
       } else if (name === "ping") {
         reply({ content: [{ type: "text", text: "pong" }] });
+      } else if (mode === "named" || name === "dup" || name === "bad name") {
+        reply({ content: [{ type: "text", text: name }] });
+      } else if (name === "deep") {
+        reply({ content: [{ type: "text", text: "deep" }], structuredContent: { deep: deepValue } });
+      } else if (name === "widget") {
+        reply({
+          content: [
+            { type: "text", text: "before" },
+            { type: "widget", html: "<b>hi</b>" },
+            { type: "text", text: "after" },
+          ],
+        });
+      } else if (name === "media") {
+        reply({
+          content: [
+            { type: "text", text: "a 1x1 image" },
+            { type: "image", mimeType: "image/png", data: PNG },
+          ],
+          structuredContent: { width: 1 },
+        });
+      } else if (name === "audience") {
+        reply({
+          content: [
+            { type: "text", text: "for the model", annotations: { audience: ["assistant"] } },
+            { type: "text", text: "for the user only", annotations: { audience: ["user"] } },
+            { type: "text", text: "for both", annotations: { audience: ["user", "assistant"] } },
+          ],
+        });
+      } else if (name === "textblob") {
+        reply({
+          content: [
+            {
+              type: "resource",
+              resource: {
+                uri: "file:///notes.txt",
+                mimeType: "text/plain",
+                blob: Buffer.from("plain notes, héllo").toString("base64"),
+              },
+            },
+          ],
+        });
       } else if (name === "exit") {
         process.stderr.write("fake server: exiting on request\n");
         process.exit(3);

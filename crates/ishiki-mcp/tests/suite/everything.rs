@@ -133,19 +133,26 @@ async fn cm2_raw_result_is_the_content_array() {
     );
     assert_eq!(raw[0]["type"], "text");
 
-    // With an output schema the structured value is the result, sent once.
+    // With an output schema a program's raw result is the structured value, sent once; a
+    // direct call keeps the content blocks for the model.
     let structured = tools
         .iter()
         .find(|t| t.definition().output_schema.is_some())
         .expect("a tool with an output schema");
     let name = structured.definition().name;
     assert_eq!(name, "everything_get-structured-content");
-    let raw = structured
+    let program = structured.program_view().expect("a program view");
+    let raw = program
         .execute(json!({ "location": "Chicago" }), &context())
         .await
         .expect("runs");
     assert!(raw.is_object(), "{raw}");
     assert!(raw.get("content").is_none(), "{raw}");
+    let direct = structured
+        .execute(json!({ "location": "Chicago" }), &context())
+        .await
+        .expect("runs");
+    assert_eq!(direct[0]["type"], "text", "{direct}");
 }
 
 #[tokio::test]

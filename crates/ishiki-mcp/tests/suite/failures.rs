@@ -87,13 +87,22 @@ async fn sec_a_server_that_exits_mid_call_fails_fast_and_restarts() {
 }
 
 #[tokio::test]
-async fn sec_a_reply_over_16_mib_fails_within_the_timeout() {
-    let server = McpServer::start(fake_config("fake", "normal", SHORT))
+async fn sec_a_reply_over_16_mib_fails_at_once_saying_so() {
+    // A timeout far longer than the test may take: the answer must not be waited out.
+    let server = McpServer::start(fake_config("fake", "normal", Duration::from_secs(120)))
         .await
         .expect("starts");
+    let started = std::time::Instant::now();
     let error = server.call("huge", json!({})).await.expect_err("too large");
-    // rmcp drops the oversized message; without the timeout the call would wait for ever.
-    assert_eq!(error.kind(), McpErrorKind::Timeout, "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "not waited out"
+    );
+    assert_eq!(error.kind(), McpErrorKind::BadReply, "{error}");
+    assert_eq!(
+        error.message(),
+        "mcp server `fake` sent a message over 16 MiB (the limit for one message) during `huge`; it was stopped and restarts on the next call"
+    );
     let pong = server.call("ping", json!({})).await.expect("restarted");
     assert_eq!(pong["content"][0]["text"], "pong");
     server.stop().await;

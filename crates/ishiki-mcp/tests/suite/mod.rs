@@ -1,9 +1,10 @@
 //! Integration tests against real MCP servers: the reference server
 //! `@modelcontextprotocol/server-everything` (installed on demand into `<repo>/.tools/`) and a
-//! tiny misbehaving server in `tests/data/fake_server.js`.
+//! tiny misbehaving server in `tests/data/fake_server.js` (hostile modes in `hostile.rs`).
 
 mod everything;
 mod failures;
+mod hostile;
 mod list_changed;
 
 use std::path::{Path, PathBuf};

@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 
 use super::print::{after_colon, doc_lines, jsdoc, print, print_open, text_lines};
 use super::{
-    FINGERPRINT_BUDGET, MAX_DEPTH, METHOD_WIDTH, Prop, Ty, UNKNOWN, is_generic, is_identifier,
-    quote, union,
+    FINGERPRINT_BUDGET, MAX_DEPTH, MAX_SIGNATURE_BYTES, MAX_SIGNATURE_NODES, METHOD_WIDTH, Prop,
+    Ty, UNKNOWN, is_generic, is_identifier, quote, union,
 };
 use crate::def::ToolDef;
 use crate::index::resolve_ref;
@@ -30,21 +30,47 @@ pub(super) struct Renderer {
     pub(super) decls: Vec<String>,
     /// Declared names and the fingerprint of the definition behind each.
     taken: HashMap<String, String>,
+    /// Schema nodes the current tool may still convert.
+    budget: usize,
+    /// Whether the current tool ran out of its budget.
+    exhausted: bool,
+    /// Names the current tool declared, taken back when it gets the fallback.
+    fresh: Vec<String>,
 }
 
 impl Renderer {
+    /// The method declaration of `def`, after the `type` declarations it needs were added to
+    /// `decls`; or, when its schemas expand past the bounds, the fallback declaration (and
+    /// nothing added), so one hostile schema costs bounded work and text.
     pub(super) fn method(&mut self, def: &ToolDef) -> String {
+        let decls_before = self.decls.len();
+        self.budget = MAX_SIGNATURE_NODES;
+        self.exhausted = false;
+        self.fresh.clear();
+        let text = self.full_method(def);
+        let bytes = text.len()
+            + self.decls[decls_before..]
+                .iter()
+                .map(String::len)
+                .sum::<usize>();
+        if !self.exhausted && bytes <= MAX_SIGNATURE_BYTES {
+            return text;
+        }
+        self.decls.truncate(decls_before);
+        for name in self.fresh.drain(..) {
+            self.taken.remove(&name);
+        }
+        fallback(def)
+    }
+
+    fn full_method(&mut self, def: &ToolDef) -> String {
         let pascal = pascal_case(&def.name);
         let input = self.root_ty(&def.input_schema, format!("{pascal}Input"));
         let output = match &def.output_schema {
             Some(schema) => self.root_ty(schema, format!("{pascal}Output")),
             None => UNKNOWN,
         };
-        let callee = if is_identifier(&def.name) {
-            format!("tools.{}", def.name)
-        } else {
-            format!("tools[{}]", quote(&def.name))
-        };
+        let callee = callee(&def.name);
         let output = print(&output, 0);
         let output = output.trim_start_matches('\n');
         let mut line = format!(
@@ -82,6 +108,11 @@ impl Renderer {
         if depth > MAX_DEPTH {
             return UNKNOWN;
         }
+        if self.budget == 0 {
+            self.exhausted = true;
+            return UNKNOWN;
+        }
+        self.budget -= 1;
         match schema {
             Value::Bool(true) => UNKNOWN,
             Value::Bool(false) => Ty::Prim("never"),
@@ -318,6 +349,7 @@ impl Renderer {
             }
         };
         self.taken.insert(name.clone(), fingerprint);
+        self.fresh.push(name.clone());
         root.names.insert(pointer, name.clone());
         let slot = self.decls.len();
         self.decls.push(String::new());
@@ -327,6 +359,34 @@ impl Renderer {
         self.decls[slot] = text;
         Ty::Named(name)
     }
+}
+
+/// The callee of a tool: `tools.name`, or `tools["a-b"]` for a name that is not an identifier.
+fn callee(name: &str) -> String {
+    if is_identifier(name) {
+        format!("tools.{name}")
+    } else {
+        format!("tools[{}]", quote(name))
+    }
+}
+
+/// The short declaration of a tool whose schemas are too large to show: its description, a
+/// note saying why the types are missing, and an untyped method.
+fn fallback(def: &ToolDef) -> String {
+    let mut lines = text_lines(&def.description);
+    if !lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines.push(format!(
+        "Its types are not shown: its schemas expand beyond {MAX_SIGNATURE_NODES} schema nodes or {} KiB; pass the input its description asks for.",
+        MAX_SIGNATURE_BYTES / 1024
+    ));
+    let mut text = jsdoc(&lines, 0);
+    text.push_str(&format!(
+        "{}(input: Record<string, unknown>): Promise<unknown>;",
+        callee(&def.name)
+    ));
+    text
 }
 
 /// Whether a schema says something about the shape of a value (not only constraints).

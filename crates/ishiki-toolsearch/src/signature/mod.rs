@@ -26,6 +26,14 @@ const METHOD_WIDTH: usize = 100;
 const DOC_WIDTH: usize = 100;
 /// A bound on schema nodes visited when comparing definitions.
 const FINGERPRINT_BUDGET: usize = 10_000;
+/// Schema nodes one tool's signature may convert (input and output together). Local `$ref`s
+/// into other parts of a schema are inlined, so a small schema whose references fan out would
+/// otherwise expand as 4ⁿ; past this the tool gets its fallback signature.
+const MAX_SIGNATURE_NODES: usize = 4_000;
+/// The longest signature of one tool (its method and the `type` declarations it adds), in
+/// bytes; a longer one is replaced by the fallback signature. The largest in the 359-tool MCP
+/// catalog of the tests is far below it.
+const MAX_SIGNATURE_BYTES: usize = 64 * 1024;
 
 /// The TypeScript declaration of one tool: named types its schemas need, then the method with
 /// the tool's description as JSDoc:
@@ -40,7 +48,9 @@ const FINGERPRINT_BUDGET: usize = 10_000;
 /// ```
 ///
 /// The output type is `unknown` when the tool has no output schema; a name that is not a
-/// JavaScript identifier is called as `tools["a-b"](…)`.
+/// JavaScript identifier is called as `tools["a-b"](…)`. A tool whose schemas expand beyond
+/// 4,000 schema nodes or 64 KiB of text gets a short fallback instead, with a note saying why:
+/// `tools.t(input: Record<string, unknown>): Promise<unknown>;`.
 pub fn signature(def: &ToolDef) -> String {
     signatures([def])
 }

@@ -454,3 +454,86 @@ fn ts4_shared_definitions_are_declared_once_and_clashes_renamed() {
     );
     assert_snapshot!(signatures([&a, &b, &c]));
 }
+
+/// A schema of `levels` levels whose every level refers four times to the next through local
+/// pointers that are inlined (not `$defs` entries): a few hundred bytes that expand as 4ⁿ.
+fn fan_out_schema(levels: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for level in 0..levels {
+        let next = format!("#/$defs/L{}/properties/x", level + 1);
+        let branch = json!({ "$ref": next, "description": format!("branch of level {level}") });
+        defs.insert(
+            format!("L{level}"),
+            json!({ "properties": { "x": { "type": "object", "properties": {
+                "a": branch, "b": branch, "c": branch, "d": branch
+            } } } }),
+        );
+    }
+    defs.insert(
+        format!("L{levels}"),
+        json!({ "properties": { "x": { "type": "string" } } }),
+    );
+    json!({
+        "type": "object",
+        "properties": { "root": { "$ref": "#/$defs/L0/properties/x" } },
+        "$defs": defs
+    })
+}
+
+#[test]
+fn ts4_a_schema_whose_local_refs_fan_out_gets_a_short_fallback_signature() {
+    // 12 levels: 4^12 ≈ 17 million inlined objects if nothing bounds the expansion.
+    let schema = fan_out_schema(12);
+    assert!(
+        schema.to_string().len() < 8192,
+        "the schema itself is a few KB"
+    );
+    let d = def("fan_out", "Accept a deeply shared structure.", schema);
+    let started = std::time::Instant::now();
+    let text = signature(&d);
+    assert!(text.len() < 1024, "{} bytes", text.len());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "bounded work: {:?}",
+        started.elapsed()
+    );
+    assert_snapshot!(text);
+    // The tools around it keep their signatures, and it adds no declarations.
+    let small = def(
+        "ping",
+        "Answer pong.",
+        json!({ "type": "object", "properties": {} }),
+    );
+    assert_eq!(
+        signatures([&small, &d, &small]),
+        format!("{}\n\n{text}\n\n{}", signature(&small), signature(&small))
+    );
+}
+
+#[test]
+fn ts4_every_catalog_tool_keeps_its_full_signature() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp-catalog");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("the catalog directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut largest = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable");
+        for tool in ishiki_toolsearch::eval::parse_catalog(&text).expect("a catalog") {
+            let printed = signature(&tool);
+            assert!(
+                !printed.contains("Its types are not shown"),
+                "{} falls back",
+                tool.name
+            );
+            largest = largest.max(printed.len());
+        }
+    }
+    assert!(
+        largest > 0 && largest < 32 * 1024,
+        "largest {largest} bytes"
+    );
+}
