@@ -293,16 +293,21 @@ pub fn render_anthropic_with_report(
 
     // The replay rule (crate::replay): the prefix is fed in the order the API reads it, and a
     // reasoning block stays only where the prefix before its turn is the one it was made on.
-    let mut prefix = Prefix::default();
-    for unit in tools.iter().chain(&system) {
-        prefix.push(unit);
+    // Only a model that binds thinking pays for the digest (it hashes the whole request).
+    let mut prefix = options.preserved_thinking.then(Prefix::default);
+    if let Some(prefix) = &mut prefix {
+        for unit in tools.iter().chain(&system) {
+            prefix.push(unit);
+        }
     }
     for turn in &mut turns {
-        prefix.push_role(turn.speaker.role());
-        let start = prefix.digest();
+        let start = prefix.as_mut().map(|prefix| {
+            prefix.push_role(turn.speaker.role());
+            prefix.digest()
+        });
         let mut dropped = false;
         turn.blocks.retain(|b| match &b.reasoning {
-            Some(r) if options.preserved_thinking && !Prefix::keeps(&start, r) => {
+            Some(r) if start.as_deref().is_some_and(|s| !Prefix::keeps(s, r)) => {
                 report.dropped_changed += 1;
                 report.first_dropped.get_or_insert(b.origin);
                 dropped = true;
@@ -324,8 +329,10 @@ pub fn render_anthropic_with_report(
                 reasoning: None,
             });
         }
-        for block in &turn.blocks {
-            prefix.push(&block.value);
+        if let Some(prefix) = &mut prefix {
+            for block in &turn.blocks {
+                prefix.push(&block.value);
+            }
         }
     }
 

@@ -108,21 +108,27 @@ pub fn render_responses_with_report(
         .collect();
     // The replay rule (crate::replay): tools, then every input item in order; a reasoning item
     // stays only where the prefix before its assistant turn is the one it was made on.
-    let mut prefix = Prefix::default();
-    for tool in &tools {
-        prefix.push(tool);
+    // Only a model that binds reasoning pays for the digest (it hashes the whole request).
+    let mut prefix = options.preserved_reasoning.then(Prefix::default);
+    if let Some(prefix) = &mut prefix {
+        for tool in &tools {
+            prefix.push(tool);
+        }
     }
     let mut input = Vec::new();
     let mut users: Vec<UserItem> = Vec::new();
     for (index, message) in request.messages.iter().enumerate() {
         let mut units = Vec::new();
         render_message(message, options, &called, &mut units, &mut report);
-        let start = (message.role == Role::Assistant).then(|| prefix.digest());
+        let start = prefix
+            .as_ref()
+            .filter(|_| message.role == Role::Assistant)
+            .map(Prefix::digest);
         for unit in units {
             let item = match unit {
                 Unit::Item(item) => item,
                 Unit::Reasoning(r)
-                    if !options.preserved_reasoning
+                    if prefix.is_none()
                         || start.as_deref().is_some_and(|s| Prefix::keeps(s, &r)) =>
                 {
                     report.kept += 1;
@@ -134,7 +140,9 @@ pub fn render_responses_with_report(
                     continue;
                 }
             };
-            prefix.push(&item);
+            if let Some(prefix) = &mut prefix {
+                prefix.push(&item);
+            }
             if item["role"] == "user" && item["content"].is_array() {
                 users.push(UserItem {
                     at: input.len(),
