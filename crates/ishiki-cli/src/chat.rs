@@ -182,6 +182,39 @@ fn cache_key(state: &std::path::Path) -> String {
     format!("ishiki-{hash:016x}")
 }
 
+/// What the context engine did to a request, with its token figures.
+fn context_line(report: &ishiki_core::context::ContextReport) -> String {
+    let mut parts = Vec::new();
+    if !report.folded.is_empty() {
+        parts.push(format!(
+            "folded {} older results (each reads back by its URL)",
+            report.folded.len()
+        ));
+    }
+    if let Some(c) = &report.compacted {
+        parts.push(format!(
+            "compacted {} messages{} (they read back from {})",
+            c.messages,
+            if c.summarized {
+                " into a summary"
+            } else {
+                " without a summary"
+            },
+            c.url
+        ));
+    }
+    let window = report
+        .window
+        .map(|w| format!(" of a {w}-token window"))
+        .unwrap_or_default();
+    format!(
+        "{}; about {} → {} tokens{window}",
+        parts.join(", "),
+        report.estimated_before,
+        report.estimated_after
+    )
+}
+
 /// One line of token counts.
 fn tokens(usage: &Usage) -> String {
     format!(
@@ -212,6 +245,22 @@ fn run_inner(
         }
     };
     let model = model_for(&models, &main, &options.state)?;
+    // Summaries are written by `context.compactionModel`, else by the main model.
+    let compactor = match &profile.context.compaction_model {
+        Some(name) if *name != main => Some(model_for(&models, name, &options.state)?),
+        _ => None,
+    };
+    let window = {
+        let config = model.config();
+        let family = ModelFamily::of(config.protocol, &config.model);
+        let caps = models.models.get(&main).map(|d| d.capabilities.clone());
+        ishiki_core::context::Window {
+            tokens: caps
+                .and_then(|c| c.context_window)
+                .map_or(u64::from(family.context_window), u64::from),
+            output: u64::from(config.max_tokens),
+        }
+    };
     let assembly = assemble(profile, models, &main).map_err(invalid)?;
     let failed = |e: &dyn std::fmt::Display| (Exit::Failed, e.to_string());
     let workspace = options
@@ -231,7 +280,9 @@ fn run_inner(
     } else {
         ishiki_core::EditPolicy::Immediate
     };
-    let mut builder = Runtime::builder(assembly, &options.state).edit_policy(policy);
+    let mut builder = Runtime::builder(assembly, &options.state)
+        .edit_policy(policy)
+        .window(window);
     if let Some(url) = &options.store {
         builder = builder.store(history_store(url, &options.conversation)?);
     }
@@ -277,6 +328,7 @@ fn run_inner(
         tokio.block_on(turn_loop(
             &mut runtime,
             &model,
+            compactor.as_ref().unwrap_or(&model),
             options.max_steps,
             &mut session,
             out,
@@ -289,15 +341,48 @@ fn run_inner(
 async fn turn_loop(
     runtime: &mut Runtime,
     model: &HttpModel,
+    compactor: &HttpModel,
     max_steps: u32,
     session: &mut Usage,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let failed = |e: &dyn std::fmt::Display| (Exit::Failed, e.to_string());
     let io = |e: std::io::Error| (Exit::Failed, e.to_string());
-    for _ in 0..max_steps {
-        let prepared = runtime.prepare().map_err(|e| failed(&e))?;
+    // A request the model refuses as too long is folded and compacted, then tried once more.
+    let mut retried = false;
+    let mut steps = 0;
+    while steps < max_steps {
+        let mut prepared = runtime.prepare().map_err(|e| failed(&e))?;
         let step = prepared.step;
+        if let Some(compaction) = &prepared.compaction {
+            writeln!(
+                out,
+                "[step {step}] context: compacting the {} oldest messages",
+                compaction.replaces()
+            )
+            .map_err(io)?;
+            let summary = compactor
+                .send(&compaction.request)
+                .await
+                .map_err(|e| e.to_string())
+                .map(|parsed| parsed.response.text().unwrap_or_default());
+            if let Err(reason) = &summary {
+                writeln!(
+                    out,
+                    "[step {step}] context: the summary request failed ({reason}); the messages are replaced by a note saying where they read back"
+                )
+                .map_err(io)?;
+            }
+            prepared = runtime.compact(prepared, summary).map_err(|e| failed(&e))?;
+        }
+        if prepared.context.changed() {
+            writeln!(
+                out,
+                "[step {step}] context: {}",
+                context_line(&prepared.context)
+            )
+            .map_err(io)?;
+        }
         // Whether the text streamed so far ends without a line break.
         let mut open_line = false;
         let mut streamed = false;
@@ -313,6 +398,19 @@ async fn turn_loop(
         }
         let parsed = match sent {
             Ok(parsed) => parsed,
+            Err(reason)
+                if reason.kind() == ishiki_provider::ProviderErrorKind::ContextTooLong
+                    && !retried =>
+            {
+                runtime.abandon_too_long(prepared);
+                retried = true;
+                writeln!(
+                    out,
+                    "[step {step}] the request was too long for the model ({reason}); folding and compacting, then trying once more"
+                )
+                .map_err(io)?;
+                continue;
+            }
             Err(reason) => {
                 // A provider 400 about an image turns that request's images terminal.
                 runtime.abandon_failed(prepared, &reason.to_string());
@@ -347,6 +445,8 @@ async fn turn_loop(
             writeln!(out, "[step {step}] tokens: {}", tokens(&usage)).map_err(io)?;
         }
         let calls = runtime.commit(prepared, response).map_err(|e| failed(&e))?;
+        steps += 1;
+        retried = false;
         if calls.is_empty() {
             return Ok(());
         }

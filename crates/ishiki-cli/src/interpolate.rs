@@ -8,7 +8,7 @@
 //!
 //! Codemode programs are strings of a step too, and JavaScript template literals use the same
 //! `${…}` syntax. So `${…}` is a reference only when it names an id of the scenario (a call id
-//! or a user message id) or, naming an unknown id, walks into `continue`, `attachments` or
+//! or a user message id) or, naming an unknown id, walks into `continue`, `attachments`, `folded` or
 //! `images` — the fields a reference exists to reach. Anything else (`${tasks.length}`,
 //! `${a + b}`) is left as written. docs/scenario-format.md has no escape syntax, and none is added here.
 
@@ -37,7 +37,7 @@ impl EventLookup for std::collections::BTreeMap<String, Value> {
 }
 
 /// The fields of an event a reference to an unknown id is still recognised by.
-const EVENT_FIELDS: [&str; 3] = ["continue", "attachments", "images"];
+const EVENT_FIELDS: [&str; 4] = ["continue", "attachments", "images", "folded"];
 
 /// A call's input after interpolation.
 #[derive(Debug, Clone, PartialEq)]

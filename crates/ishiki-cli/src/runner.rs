@@ -125,6 +125,8 @@ struct Runner<'a> {
     clock: Arc<ManualClock>,
     platform: Arc<RecordingPlatform>,
     vision: Arc<ScriptedVision>,
+    /// The scripted compaction model's answers, in order.
+    compaction: std::sync::Mutex<std::collections::VecDeque<Result<String, String>>>,
     examples: Arc<ExampleScheme>,
     mcp_tools: Vec<Arc<dyn ishiki_core::Tool>>,
 }
@@ -146,6 +148,16 @@ impl<'a> Runner<'a> {
             clock: Arc::new(ManualClock::new(UNIX_EPOCH + START)),
             platform: Arc::new(RecordingPlatform::default()),
             vision: Arc::new(ScriptedVision::new(answers)),
+            compaction: std::sync::Mutex::new(
+                scenario
+                    .compaction
+                    .iter()
+                    .map(|a| match a {
+                        VisionAnswer::Reply(text) => Ok(text.clone()),
+                        VisionAnswer::Fail(reason) => Err(reason.clone()),
+                    })
+                    .collect(),
+            ),
             examples: Arc::new(ExampleScheme::default()),
             mcp_tools: Vec::new(),
         }
@@ -338,13 +350,28 @@ impl<'a> Runner<'a> {
                 }
                 Step::Model(model) => {
                     model_steps += 1;
-                    let prepared = runtime.prepare().map_err(failed)?;
+                    let mut prepared = runtime.prepare().map_err(failed)?;
+                    if prepared.compaction.is_some() {
+                        // The scripted compaction model answers in file order; with no answer
+                        // left the compaction goes on without a summary, as after a failure.
+                        let answer = self.compaction.lock().map_or_else(
+                            |_| Err("the scripted compaction answers are unavailable".to_owned()),
+                            |mut answers| {
+                                answers.pop_front().unwrap_or_else(|| {
+                                    Err("the scenario has no compaction answer left".to_owned())
+                                })
+                            },
+                        );
+                        prepared = runtime.compact(prepared, answer).map_err(failed)?;
+                    }
                     let request = prepared.request.clone();
+                    let context = prepared.context.changed().then(|| prepared.context.clone());
                     self.emit(
                         writer,
                         Event::Request(RequestEvent {
                             step: model_steps,
                             request,
+                            context,
                         }),
                     )?;
                     if let Some(reason) = &model.fail {

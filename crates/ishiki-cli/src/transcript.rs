@@ -55,6 +55,9 @@ pub struct RequestEvent {
     pub step: u64,
     /// The projected request.
     pub request: Request,
+    /// What the context engine folded or compacted for this request (only when it did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ishiki_core::context::ContextReport>,
 }
 
 /// The request shapes are the runtime's own: docs/scenario-format.md's `request` is exactly
@@ -263,6 +266,19 @@ impl<W: Write> TranscriptWriter<W> {
             let value = serde_json::to_value(&event).unwrap_or(Value::Null);
             self.by_id.insert(id.to_owned(), value);
         }
+        if let Event::Request(RequestEvent {
+            context: Some(context),
+            ..
+        }) = &event
+        {
+            // `${c1.folded.url}`: where a folded result reads back, reachable from the call's
+            // own `tool_result` event once a request folded it.
+            for fold in &context.folded {
+                if let Some(Value::Object(result)) = self.by_id.get_mut(&fold.call_id) {
+                    result.insert("folded".to_owned(), serde_json::json!({ "url": fold.url }));
+                }
+            }
+        }
         self.emitted += 1;
         Ok(())
     }
@@ -377,6 +393,7 @@ pub(crate) fn sample_events() -> Vec<Event> {
                 .map(std::sync::Arc::new)
                 .collect(),
             },
+            context: None,
         }),
         Event::ModelFailed(ModelFailed {
             step: 2,

@@ -114,6 +114,7 @@
 
 mod builtin;
 mod clock;
+pub mod context;
 mod convert;
 mod decode;
 pub mod edits;
@@ -145,7 +146,8 @@ pub use profile::{
 };
 pub use rejection::image_rejection;
 pub use runtime::{
-    AttachmentInfo, CallReport, Prepared, Runtime, RuntimeBuilder, RuntimeError, RuntimeErrorKind,
+    AttachmentInfo, CallReport, CompactionRequest, Prepared, Runtime, RuntimeBuilder, RuntimeError,
+    RuntimeErrorKind,
 };
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;

@@ -66,6 +66,33 @@ impl ModelError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// Whether a provider's refusal says the request is longer than the context window:
+    /// Anthropic ("prompt is too long: N tokens > M maximum", "input length and `max_tokens`
+    /// exceed context limit"), OpenAI (`context_length_exceeded`, "maximum context length",
+    /// "exceeds the context window"), or any HTTP 413. Adapters use it to choose
+    /// [`ModelErrorKind::ContextTooLong`]; a runtime may use it on an error it only has as text.
+    ///
+    /// ```
+    /// use ishiki_model::ModelError;
+    ///
+    /// assert!(ModelError::says_too_long(Some(400), "prompt is too long: 210000 tokens > 200000 maximum"));
+    /// assert!(ModelError::says_too_long(Some(413), "request entity too large"));
+    /// assert!(!ModelError::says_too_long(Some(400), "image exceeds 5 MB maximum"));
+    /// ```
+    pub fn says_too_long(status: Option<u16>, text: &str) -> bool {
+        let text = text.to_ascii_lowercase();
+        status == Some(413)
+            || [
+                "prompt is too long",
+                "context_length_exceeded",
+                "maximum context length",
+                "exceeds the context window",
+                "exceed context limit",
+            ]
+            .iter()
+            .any(|needle| text.contains(needle))
+    }
 }
 
 impl std::fmt::Display for ModelError {

@@ -580,7 +580,7 @@ pub(crate) fn api_error(error: &Value) -> ProviderError {
         .and_then(Value::as_str)
         .map_or_else(|| error.to_string(), str::to_owned);
     let message = format!("provider error ({kind}): {message}");
-    let kind = if crate::error::too_long(None, &message) {
+    let kind = if ishiki_model::ModelError::says_too_long(None, &message) {
         ProviderErrorKind::ContextTooLong
     } else {
         ProviderErrorKind::Api

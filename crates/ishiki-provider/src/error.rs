@@ -76,24 +76,6 @@ impl std::fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
-/// Whether a provider's refusal says the request is longer than the context window: Anthropic
-/// ("prompt is too long: N tokens > M maximum", "input length and `max_tokens` exceed context
-/// limit"), OpenAI (`context_length_exceeded`, "maximum context length", "exceeds the context
-/// window"), or any HTTP 413.
-pub(crate) fn too_long(status: Option<u16>, text: &str) -> bool {
-    let text = text.to_ascii_lowercase();
-    status == Some(413)
-        || [
-            "prompt is too long",
-            "context_length_exceeded",
-            "maximum context length",
-            "exceeds the context window",
-            "exceed context limit",
-        ]
-        .iter()
-        .any(|needle| text.contains(needle))
-}
-
 /// The runtime's view: a transport failure, a rate limit (HTTP 429) or a server error (HTTP
 /// 5xx) that outlasted the retries is [`Retryable`](ModelErrorKind::Retryable) later; anything
 /// else — a refusal, a malformed body, a configuration error — is

@@ -372,7 +372,7 @@ impl HttpModel {
                 .and_then(|j| j.pointer("/error/message").or_else(|| j.get("message")))
                 .and_then(Value::as_str)
                 .map_or_else(|| snippet(&text), str::to_owned);
-            let kind = if crate::error::too_long(Some(status.as_u16()), &text) {
+            let kind = if ishiki_model::ModelError::says_too_long(Some(status.as_u16()), &text) {
                 ProviderErrorKind::ContextTooLong
             } else {
                 ProviderErrorKind::Status

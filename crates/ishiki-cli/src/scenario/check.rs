@@ -17,8 +17,9 @@ pub(super) struct IdDef {
     pub(super) path: String,
 }
 
-/// Fields of a `tool_result` event a reference to a call may walk into.
-pub(super) const RESULT_FIELDS: [&str; 8] = [
+/// Fields of a `tool_result` event a reference to a call may walk into (`folded` is added to
+/// it once a request folds the result).
+pub(super) const RESULT_FIELDS: [&str; 9] = [
     "event",
     "step",
     "call_id",
@@ -27,6 +28,7 @@ pub(super) const RESULT_FIELDS: [&str; 8] = [
     "text",
     "attachments",
     "continue",
+    "folded",
 ];
 
 /// Fields of an `inbound` event a reference to a message may walk into.

@@ -75,6 +75,7 @@ pub(super) fn parse_named(
         local,
         tools,
         vision: raw.vision,
+        compaction: raw.compaction,
         steps,
         base_dir: base_dir.to_path_buf(),
         interpolator: Interpolator::new(ids.into_keys()),

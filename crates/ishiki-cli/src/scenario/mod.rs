@@ -61,6 +61,9 @@ pub struct Scenario {
     pub tools: Vec<ToolSpec>,
     /// `vision`: the scripted vision model's answers, in order.
     pub vision: Vec<VisionAnswer>,
+    /// `compaction`: the scripted answers to compaction requests, in order, of the same shape
+    /// (`{ reply: SUMMARY }` or `{ fail: REASON }`).
+    pub compaction: Vec<VisionAnswer>,
     /// `steps`, in file order.
     pub steps: Vec<Step>,
     /// The directory relative paths in the scenario are resolved against.
@@ -292,6 +295,8 @@ struct RawScenario {
     tools: Vec<Spanned<RawTool>>,
     #[serde(default)]
     vision: Vec<VisionAnswer>,
+    #[serde(default)]
+    compaction: Vec<VisionAnswer>,
     steps: Vec<Spanned<Step>>,
 }
 

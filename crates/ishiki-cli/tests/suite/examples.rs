@@ -542,6 +542,84 @@ fn state_survives_across_runs() {
 }
 
 #[test]
+fn long_session() {
+    let t = check("long-session");
+    let requests = t.of_kind("request");
+    let with = |key: &str| -> Vec<&Value> {
+        requests
+            .iter()
+            .copied()
+            .filter(|r| !r["context"][key].is_null())
+            .collect()
+    };
+    // Folding: the oldest results, one batch per fold, k1 and c1 first.
+    let folds = with("folded");
+    assert!(folds.len() >= 2, "the session folds more than once");
+    let first = folds[0];
+    let folded: Vec<&str> = first["context"]["folded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(&folded[..2], ["k1", "c1"]);
+    let context = &first["context"];
+    assert!(
+        context["estimated_before"].as_u64() > Some(20_000),
+        "past foldAt × window"
+    );
+    assert!(
+        context["estimated_before"].as_u64().unwrap()
+            - context["estimated_after"].as_u64().unwrap()
+            >= 6_000,
+        "a fold frees at least foldAtLeast"
+    );
+    // A folded result is re-read through its stub's URL: the same text, byte for byte.
+    assert_eq!(t.text("r1"), t.text("c1"));
+    // k1's retained screenshot leaves the request with its folded source.
+    let step = first["step"].as_u64().unwrap();
+    assert_eq!(t.images(step - 1).len(), 1, "shown while k1 is in context");
+    assert!(t.images(step).is_empty(), "gone with k1's fold");
+    // A stub never changes once made (the prefix before the next fold stays the same).
+    let stub_of = |r: &Value| -> Option<String> {
+        r["request"]["messages"]
+            .as_array()?
+            .iter()
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .find_map(|p| {
+                (p["type"] == "tool_result" && p["call_id"] == "c1")
+                    .then(|| p["text"].as_str().unwrap_or_default().to_owned())
+            })
+    };
+    let stubs: Vec<String> = requests
+        .iter()
+        .filter(|r| r["step"].as_u64() >= Some(step))
+        .filter_map(|r| stub_of(r))
+        .collect();
+    assert!(
+        stubs.len() > 2
+            && stubs
+                .iter()
+                .all(|s| *s == stubs[0] && s.starts_with("[folded"))
+    );
+    // Compaction: the scripted summary replaces the oldest turns.
+    let compactions = with("compacted");
+    assert_eq!(compactions.len(), 1);
+    let c = compactions[0];
+    assert_eq!(c["context"]["compacted"]["summarized"], true);
+    let summary = c["request"]["messages"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        summary.contains("Summary of those messages") && summary.contains("artifact://compacted/")
+    );
+    // Every request stays within the window's input (40,000 less the 4,000 of output).
+    for r in requests.iter().filter(|r| !r["context"].is_null()) {
+        assert!(r["context"]["estimated_after"].as_u64() < Some(36_000));
+    }
+}
+
+#[test]
 fn shared_checker_passes() {
     // The contract's own checker, run against this binary when the shared tools are present.
     let checker = root().join("../shared/tools/check_scenarios.py");
@@ -561,6 +639,16 @@ fn shared_checker_passes() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("3 passed, 0 failed"), "{stdout}");
+    // The context engine's example meets the same contract (its `context` field is optional).
+    let output = std::process::Command::new("python3")
+        .arg(&checker)
+        .arg("--bin")
+        .arg(env!("CARGO_BIN_EXE_ishiki"))
+        .arg(root().join("examples/long-session.yaml"))
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("PASS long-session"), "{stdout}");
 }
 
 #[test]

@@ -97,6 +97,18 @@ pub fn assemble(
         }
     };
 
+    if let Some(name) = &profile.context.compaction_model
+        && !models.models.contains_key(name)
+    {
+        return Err(AssemblyError::new(
+            AssemblyErrorKind::UnknownModel,
+            format!(
+                "context.compactionModel: unknown model `{name}` (declared models: {})",
+                name_list(models.models.keys())
+            ),
+        ));
+    }
+
     let vision = match &profile.attachment.vision_model {
         None => None,
         Some(name) => Some(vision_target(name, &models)?),

@@ -217,6 +217,83 @@ impl Doc<'_> {
         })
     }
 
+    /// A share in (0, 1]: a number of the window, e.g. `0.75`.
+    pub(super) fn share(
+        &self,
+        entries: Entries<'_>,
+        path: &Path,
+        key: &str,
+        default: f64,
+    ) -> Result<f64, AssemblyError> {
+        let Some(tree) = field(entries, key) else {
+            return Ok(default);
+        };
+        let value = match &tree.node {
+            Node::Float(v) => *v,
+            Node::Int(v) if *v == 1 => 1.0,
+            other => {
+                return Err(self.error(
+                    self.invalid(),
+                    &path.key(key),
+                    tree.at,
+                    format!(
+                        "expected a share of the window between 0 and 1 (e.g. 0.75), found {}",
+                        describe(other)
+                    ),
+                ));
+            }
+        };
+        if !(value > 0.0 && value <= 1.0) {
+            return Err(self.error(
+                self.invalid(),
+                &path.key(key),
+                tree.at,
+                format!("must be a share of the window above 0 and at most 1, found {value}"),
+            ));
+        }
+        Ok(value)
+    }
+
+    /// A list of non-empty strings (missing: empty).
+    pub(super) fn strings(
+        &self,
+        entries: Entries<'_>,
+        path: &Path,
+        key: &str,
+    ) -> Result<Vec<String>, AssemblyError> {
+        let Some(tree) = field(entries, key) else {
+            return Ok(Vec::new());
+        };
+        let path = path.key(key);
+        let items: &[Tree] = match &tree.node {
+            Node::Seq(items) => items,
+            Node::Null => &[],
+            other => {
+                return Err(self.error(
+                    self.invalid(),
+                    &path,
+                    tree.at,
+                    format!("expected a list of strings, found {}", describe(other)),
+                ));
+            }
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            match &item.node {
+                Node::Str(s) if !s.trim().is_empty() => out.push(s.clone()),
+                other => {
+                    return Err(self.error(
+                        self.invalid(),
+                        &path.index(index),
+                        item.at,
+                        format!("expected a tool name, found {}", describe(other)),
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub(super) fn opt_string(
         &self,
         entries: Entries<'_>,

@@ -9,6 +9,15 @@ const ROOT_KEYS: &[&str] = &[
     "assets",
     "mcp",
     "tools",
+    "context",
+];
+const CONTEXT_KEYS: &[&str] = &[
+    "foldAt",
+    "foldAtLeast",
+    "keep",
+    "neverFold",
+    "compactAt",
+    "compactionModel",
 ];
 const TOOLS_KEYS: &[&str] = &["timeoutMs", "maxResultBytes"];
 const MCP_KEYS: &[&str] = &["servers"];
@@ -177,7 +186,33 @@ impl Doc<'_> {
             max_result_bytes: self.uint(t, &path, "maxResultBytes", 1, d.max_result_bytes)?,
         };
 
+        let path = root.key("context");
+        let c = self.section(entries, &root, "context", CONTEXT_KEYS)?;
+        let d = ContextConfig::default();
+        let fold_at = self.share(c, &path, "foldAt", d.fold_at)?;
+        let compact_at = self.share(c, &path, "compactAt", d.compact_at)?;
+        if compact_at < fold_at {
+            return Err(self.error(
+                self.invalid(),
+                &path.key("compactAt"),
+                field(c, "compactAt").and_then(|t| t.at),
+                format!("must be at least foldAt ({fold_at}): compaction comes after folding"),
+            ));
+        }
+        let context = ContextConfig {
+            fold_at,
+            fold_at_least: match field(c, "foldAtLeast") {
+                Some(_) => Some(self.uint(c, &path, "foldAtLeast", 1, 0u64)?),
+                None => None,
+            },
+            keep: self.uint(c, &path, "keep", 0, d.keep)?,
+            never_fold: self.strings(c, &path, "neverFold")?,
+            compact_at,
+            compaction_model: self.opt_string(c, &path, "compactionModel")?,
+        };
+
         Ok(Profile {
+            context,
             codemode,
             toolsearch,
             attachment,

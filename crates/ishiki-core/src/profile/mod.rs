@@ -18,6 +18,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 use serde_saphyr::{Location, Spanned};
 
+use crate::context::ContextConfig;
 use crate::located::Located;
 
 pub(crate) use ishiki_projection::AttachmentConfig;

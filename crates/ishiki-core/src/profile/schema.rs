@@ -25,6 +25,10 @@ pub struct Profile {
     /// serialized profile while it has its defaults.
     #[serde(skip_serializing_if = "ToolsSection::is_default")]
     pub tools: ToolsSection,
+    /// `context`: when the context engine folds results and compacts turns (issue 23). Left
+    /// out of the serialized profile while it has its defaults.
+    #[serde(skip_serializing_if = "ContextConfig::is_default")]
+    pub context: ContextConfig,
 }
 
 /// The `tools` section: limits on every tool call, direct or from a program. Both must be at

@@ -10,6 +10,19 @@ impl Runtime {
         self.step = self.step.max(prepared.step);
     }
 
+    /// A request the provider refused as longer than the model's context window: nothing is
+    /// committed; the next request folds every result it may and compacts if it must, and the
+    /// calibration learns that the estimate was short (the request counted at least the
+    /// window).
+    pub fn abandon_too_long(&mut self, prepared: Prepared) {
+        if let Some(window) = self.window {
+            self.context
+                .calibrate(prepared.raw_estimate, window.input().saturating_add(1));
+        }
+        self.context.force = true;
+        self.abandon(prepared);
+    }
+
     /// A model request that failed with `error`: nothing is committed, as with
     /// [`Runtime::abandon`]. When the provider refused an image ([`crate::image_rejection`]:
     /// a 400 about an image), the images of that request turn terminal with the provider's
@@ -18,7 +31,16 @@ impl Runtime {
     /// Which images: the one whose URL the error names; otherwise those this request carried
     /// for the first time (the earlier ones were accepted before); otherwise all it carried.
     /// Returns the URLs turned terminal (empty when the failure was not about an image).
+    ///
+    /// When the provider said the request is longer than the context window
+    /// ([`ModelError::says_too_long`](crate::ModelError::says_too_long)), the next request
+    /// folds every result it may and compacts if it must, whatever the estimate said, and the
+    /// estimate is corrected upwards ([`Runtime::abandon_too_long`]).
     pub fn abandon_failed(&mut self, prepared: Prepared, error: &str) -> Vec<String> {
+        if crate::ModelError::says_too_long(None, error) {
+            self.abandon_too_long(prepared);
+            return Vec::new();
+        }
         let reason = crate::image_rejection(error);
         let urls: Vec<String> = prepared
             .request
@@ -172,6 +194,15 @@ impl Runtime {
             catalog: Some(self.shared.catalog_mut().state()),
             announced: prepared.announced.clone(),
         })?);
+        let mut context = prepared.next_context.clone();
+        if let Some(usage) = &response.usage {
+            context.calibrate(prepared.raw_estimate, usage.input_tokens);
+        }
+        if context != self.context {
+            // Folds, a compaction and the calibration take effect with the response to the
+            // request that carried them, in its transaction: a restart projects the same.
+            batch.meta.push(("context".to_owned(), to_json(&context)?));
+        }
         batch.meta.push(("step".to_owned(), json!(step)));
         batch
             .meta
@@ -183,16 +214,11 @@ impl Runtime {
         self.delivery = delivery;
         self.announced = prepared.announced;
         self.last_sent = prepared.request.messages;
+        self.context = context;
         if let Some(delta) = prepared.delta {
-            self.history.push(Entry {
-                message: delta,
-                withdrawn: false,
-            });
+            self.history.push(Entry::new(delta, false));
         }
-        self.history.push(Entry {
-            message: Arc::new(assistant),
-            withdrawn: false,
-        });
+        self.history.push(Entry::new(Arc::new(assistant), false));
         let calls = planned
             .iter()
             .map(|p| ToolCall {

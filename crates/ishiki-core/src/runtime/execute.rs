@@ -46,10 +46,7 @@ impl Runtime {
         self.store_mut()
             .commit(&batch)
             .map_err(|e| RuntimeError::store("cannot store the tool results", &e))?;
-        self.history.push(Entry {
-            message: Arc::new(message),
-            withdrawn: false,
-        });
+        self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);
         Ok(reports)
     }

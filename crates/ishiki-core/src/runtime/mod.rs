@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::builtin::{self, Shared};
 use crate::clock::{Clock, SystemClock, rfc3339};
+use crate::context::{ContextConfig, ContextReport, ContextState, Window};
 use crate::edits::{EditPolicy, EditReport, ImageBudget};
 use crate::message::{
     MediaPart, Message, Model, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
@@ -71,9 +72,17 @@ pub struct RuntimeBuilder {
     assets: Option<Arc<dyn AssetStore>>,
     pub(crate) programs: builtin::ProgramSettings,
     edit_policy: EditPolicy,
+    window: Option<Window>,
 }
 
 impl RuntimeBuilder {
+    /// The main model's window (default: `contextWindow` and `maxOutputTokens` of its
+    /// models.yaml entry, when set). Without a window the context engine only estimates.
+    pub fn window(mut self, window: Window) -> Self {
+        self.window = Some(window);
+        self
+    }
+
     /// When the projection's edits of earlier context reach the model (default
     /// [`EditPolicy::Immediate`]); [`EditPolicy::AtUserTurns`] for models that bind thinking to
     /// its prefix (see [`crate::edits`]).
@@ -177,6 +186,47 @@ struct Entry {
     /// message (issue 16).
     message: Arc<Message>,
     withdrawn: bool,
+    /// The message's raw token estimate ([`crate::context::message_tokens`]), made once.
+    tokens: u64,
+}
+
+impl Entry {
+    fn new(message: Arc<Message>, withdrawn: bool) -> Self {
+        let tokens = crate::context::message_tokens(&message);
+        Self {
+            message,
+            withdrawn,
+            tokens,
+        }
+    }
+}
+
+/// History as a request shows it, before the catalog delta and the edit planner.
+#[derive(Debug)]
+struct Projected {
+    messages: Vec<Arc<Message>>,
+    pending: PendingChange,
+    /// Raw token estimate of `messages`.
+    raw: u64,
+}
+
+/// A summary request for compacting the oldest turns ([`Prepared::compaction`]): send
+/// [`request`](Self::request) to the compaction model and give its text to
+/// [`Runtime::compact`].
+#[derive(Debug, Clone)]
+pub struct CompactionRequest {
+    /// The request: this request's own prefix up to the cut, then the summary instruction.
+    pub request: Request,
+    /// The id of the last history message the compaction replaces.
+    pub through: String,
+    replaced: Vec<Arc<Message>>,
+}
+
+impl CompactionRequest {
+    /// How many history messages the compaction replaces.
+    pub fn replaces(&self) -> usize {
+        self.replaced.len()
+    }
 }
 
 /// A call planned from a committed response. Persisted with the response, so a crash before the
@@ -199,7 +249,16 @@ pub struct Prepared {
     pub request: Request,
     /// What the edit planner did to this request ([`crate::edits`]).
     pub edits: EditReport,
+    /// What the context engine did to this request ([`crate::context`]).
+    pub context: ContextReport,
+    /// Set when folding could not bring the request under `context.compactAt`: the summary
+    /// request to answer through [`Runtime::compact`] before sending.
+    pub compaction: Option<CompactionRequest>,
     pending: PendingChange,
+    /// The context state this request was made under, committed with its response.
+    next_context: ContextState,
+    /// The raw token estimate of the request (for calibration against the provider's count).
+    raw_estimate: u64,
     delta: Option<Arc<Message>>,
     announced: Vec<String>,
 }
@@ -275,6 +334,12 @@ pub struct Runtime {
     edit_policy: EditPolicy,
     /// The messages of the last request that got an answer: what the edit planner compares.
     last_sent: Vec<Arc<Message>>,
+    /// What the context engine folded and compacted, and its calibration (committed state).
+    context: ContextState,
+    context_config: ContextConfig,
+    window: Option<Window>,
+    /// Folded versions of tool messages: message id → (folded results, message, raw tokens).
+    fold_cache: Mutex<HashMap<String, (usize, Arc<Message>, u64)>>,
     media_cache: Mutex<HashMap<String, Result<Option<String>, String>>>,
     /// Held for the runtime's lifetime; the last field, so it is released after the store.
     _state_lock: state_dir::StateLock,
@@ -302,6 +367,7 @@ impl Runtime {
             assets: None,
             programs: builtin::ProgramSettings::default(),
             edit_policy: EditPolicy::default(),
+            window: None,
         }
     }
 

@@ -131,10 +131,7 @@ impl Runtime {
                     format!("the record's id is `{}`", message.id),
                 ));
             }
-            history.push(Entry {
-                message: Arc::new(message),
-                withdrawn,
-            });
+            history.push(Entry::new(Arc::new(message), withdrawn));
         }
         let mut records = Vec::new();
         let mut not_downloaded = BTreeMap::new();
@@ -179,6 +176,18 @@ impl Runtime {
             Some(v) => decode::strict("meta", "key `step`", v.clone())?,
             None => 0,
         };
+        let context: ContextState = match stored.meta.get("context") {
+            Some(v) => decode::strict("meta", "key `context`", v.clone())?,
+            None => ContextState::default(),
+        };
+        let window = b.window.or_else(|| {
+            let caps = &shared.assembly.main.capabilities;
+            caps.context_window.map(|tokens| Window {
+                tokens: u64::from(tokens),
+                output: u64::from(caps.max_output_tokens.unwrap_or(0)),
+            })
+        });
+        let context_config = shared.assembly.profile.context.clone();
         let interrupted: Vec<PlannedCall> = match stored.meta.get("pending_calls") {
             Some(v) => decode::strict("meta", "key `pending_calls`", v.clone())?,
             None => Vec::new(),
@@ -204,6 +213,10 @@ impl Runtime {
             planned: Vec::new(),
             edit_policy: b.edit_policy,
             last_sent: Vec::new(),
+            context,
+            context_config,
+            window,
+            fold_cache: Mutex::new(HashMap::new()),
             media_cache: Mutex::new(HashMap::new()),
             _state_lock: state_lock,
         };
@@ -240,10 +253,7 @@ impl Runtime {
         self.store_mut()
             .commit(&batch)
             .map_err(|e| RuntimeError::store("cannot store the interrupted results", &e))?;
-        self.history.push(Entry {
-            message: Arc::new(message),
-            withdrawn: false,
-        });
+        self.history.push(Entry::new(Arc::new(message), false));
         Ok(())
     }
 }

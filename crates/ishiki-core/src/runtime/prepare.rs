@@ -2,6 +2,7 @@
 //! cleanup, and the projection of history into the next request (PRJ-*).
 
 use super::*;
+use crate::context::{Compaction, ContextReport, ContextState, Thresholds};
 
 impl Runtime {
     /// Registers an inbound platform message (PRJ-2): its images become `asset://<UUID v7>`
@@ -107,10 +108,7 @@ impl Runtime {
         self.store_mut()
             .commit(&batch)
             .map_err(|e| RuntimeError::store("cannot store the message", &e))?;
-        self.history.push(Entry {
-            message: Arc::new(message),
-            withdrawn: false,
-        });
+        self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);
         Ok(inbound)
     }
@@ -154,18 +152,26 @@ impl Runtime {
     }
 
     /// The ids of the user messages and tool results in the active context, borrowed from
-    /// history (a step copies no id).
-    fn active_sources(&self) -> (HashSet<&str>, HashSet<&str>) {
+    /// history (a step copies no id): not withdrawn, not compacted (`from` is the first history
+    /// index the compaction keeps), and no folded result — a folded result's attachments leave
+    /// with it (PRJ-7, PRJ-11).
+    fn active_sources<'a>(
+        &'a self,
+        from: usize,
+        folded: &HashSet<&str>,
+    ) -> (HashSet<&'a str>, HashSet<&'a str>) {
         let mut messages = HashSet::new();
         let mut calls = HashSet::new();
-        for entry in self.history.iter().filter(|e| !e.withdrawn) {
+        for entry in self.history[from..].iter().filter(|e| !e.withdrawn) {
             match entry.message.role {
                 Role::User => {
                     messages.insert(entry.message.id.as_str());
                 }
                 Role::Tool => {
                     for part in &entry.message.content {
-                        if let Part::ToolResult { call_id, .. } = part {
+                        if let Part::ToolResult { call_id, .. } = part
+                            && !folded.contains(call_id.as_str())
+                        {
                             calls.insert(call_id.as_str());
                         }
                     }
@@ -251,7 +257,93 @@ impl Runtime {
     /// and the catalog delta at the end (TS-3). Nothing is committed until
     /// [`Runtime::commit`]. Fails while the last committed response's calls wait for
     /// [`Runtime::execute`].
+    ///
+    /// The context engine runs here ([`crate::context`]): past `context.foldAt` the oldest
+    /// results are folded (archived, then shown as stubs); when folding is not enough, the
+    /// request comes with a [`CompactionRequest`] ([`Prepared::compaction`]) for
+    /// [`Runtime::compact`]. What it changed is in [`Prepared::context`] and is committed
+    /// with the response.
     pub fn prepare(&mut self) -> Result<Prepared, RuntimeError> {
+        self.prepare_with(None)
+    }
+
+    /// Compacts the turns `prepared` asked to compact ([`Prepared::compaction`]) with
+    /// `summary` — the compaction model's answer, or `Err` with why there is none (it failed,
+    /// or no model could be asked) — and prepares the request again. Without a summary the
+    /// turns are still replaced, by a note saying where they read back, so a failed summary
+    /// never ends the session. Nothing is committed until [`Runtime::commit`].
+    pub fn compact(
+        &mut self,
+        prepared: Prepared,
+        summary: Result<String, String>,
+    ) -> Result<Prepared, RuntimeError> {
+        let Some(request) = prepared.compaction else {
+            return Ok(prepared);
+        };
+        let mut ctx = prepared.next_context;
+        let previous = ctx.compaction.clone();
+        let mut archived: Vec<Arc<Message>> = Vec::new();
+        if let Some(previous) = &previous {
+            // The earlier summary names the earlier archive: the chain reads back in full.
+            archived.push(Arc::new(crate::context::summary_message(
+                previous,
+                &self.now(),
+            )));
+        }
+        let from = self.compacted_upto(&ctx);
+        let start = request
+            .replaced
+            .iter()
+            .position(|m| self.history[from..].iter().any(|e| e.message.id == m.id))
+            .unwrap_or(request.replaced.len());
+        archived.extend(request.replaced[start..].iter().cloned());
+        let text = crate::context::archive_text(&archived);
+        let url = self
+            .shared
+            .artifacts
+            .put("compacted", text.as_bytes(), "txt")
+            .map_err(|e| err(RuntimeErrorKind::Io, "cannot archive the compacted turns")(&e))?;
+        let summarized = summary
+            .as_deref()
+            .ok()
+            .and_then(crate::context::clean_summary);
+        let compacted = Compaction {
+            through: request.through.clone(),
+            messages: request.replaced.len(),
+            url: url.clone(),
+            summary: summarized.clone(),
+            step: prepared.step,
+        };
+        // Folds of compacted results are gone with them.
+        let gone: HashSet<&str> = request
+            .replaced
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|p| match p {
+                Part::ToolResult { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        ctx.folds.retain(|f| !gone.contains(f.call_id.as_str()));
+        ctx.compaction = Some(compacted);
+        let folded_before = prepared.context.folded;
+        let estimated_before = prepared.context.estimated_before;
+        let mut again = self.prepare_with(Some(ctx))?;
+        again.context.estimated_before = estimated_before;
+        let mut folded = folded_before;
+        folded.append(&mut again.context.folded);
+        again.context.folded = folded;
+        again.context.compacted = Some(crate::context::CompactedReport {
+            messages: request.replaced.len(),
+            url,
+            summarized: summarized.is_some(),
+        });
+        // One compaction per request: a summary that is itself too long waits for the next.
+        again.compaction = None;
+        Ok(again)
+    }
+
+    fn prepare_with(&mut self, context: Option<ContextState>) -> Result<Prepared, RuntimeError> {
         // A request with calls that have no results is malformed, and committing another
         // response would drop the waiting calls for good.
         if !self.planned.is_empty() {
@@ -326,7 +418,105 @@ impl Runtime {
         announced.extend(added.iter().map(|d| d.name.clone()));
         announced.retain(|n| !removed.contains(n));
 
-        let (active_messages, active_calls) = self.active_sources();
+        let tools_raw = crate::context::tools_tokens(&tools);
+        let delta_raw = delta.as_deref().map_or(0, crate::context::message_tokens);
+        let mut ctx = context.unwrap_or_else(|| self.context.clone());
+        let mut built = self.project_messages(&ctx)?;
+        let raw = |b: &Projected| tools_raw + delta_raw + b.raw;
+        let estimated_before = ctx.calibrated(raw(&built));
+        let mut report = ContextReport {
+            estimated_before,
+            estimated_after: estimated_before,
+            window: self.window.map(|w| w.tokens),
+            ..ContextReport::default()
+        };
+        let mut compaction = None;
+        if let Some(window) = self.window {
+            let thresholds = Thresholds::new(&self.context_config, window);
+            let candidates =
+                crate::context::candidates(&built.messages, &ctx, &self.context_config);
+            let chosen = crate::context::choose(&candidates, estimated_before, thresholds, &ctx);
+            for call_id in &chosen {
+                let Some(candidate) = candidates.iter().find(|c| &c.call_id == call_id) else {
+                    continue;
+                };
+                let Some(text) = crate::context::result_text(&built.messages, call_id) else {
+                    continue;
+                };
+                // The exact text the model saw: the stub's URL reads it back byte for byte.
+                let url = self
+                    .shared
+                    .artifacts
+                    .put("folded", text.as_bytes(), "txt")
+                    .map_err(|e| err(RuntimeErrorKind::Io, "cannot archive a folded result")(&e))?;
+                report.folded.push(crate::context::FoldedReport {
+                    call_id: call_id.clone(),
+                    url: url.clone(),
+                });
+                ctx.folds.push(crate::context::Fold {
+                    call_id: call_id.clone(),
+                    tool: candidate.tool.clone(),
+                    url,
+                    lines: text.lines().count(),
+                    chars: text.chars().count(),
+                });
+            }
+            if !chosen.is_empty() {
+                built = self.project_messages(&ctx)?;
+            }
+            let estimate = ctx.calibrated(raw(&built));
+            let over = estimate > thresholds.compact || (ctx.force && estimate > thresholds.fold);
+            if over {
+                compaction = self.compaction_request(&ctx, &built, &tools, thresholds);
+            }
+            ctx.force = false;
+        }
+        report.estimated_after = ctx.calibrated(raw(&built));
+        let raw_estimate = raw(&built);
+        let Projected {
+            mut messages,
+            pending,
+            ..
+        } = built;
+        if let Some(delta) = &delta {
+            messages.push(delta.clone());
+        }
+        let config = self.attachment_config();
+        let limits = &config.provider_limits;
+        let budget = ImageBudget {
+            images: limits
+                .images
+                .map_or(config.max_image_count, |n| n.min(config.max_image_count)),
+            // Provider request limits count base64: four bytes for every three.
+            bytes: limits
+                .request_bytes
+                .map_or(config.max_total_image_bytes, |b| {
+                    (b / 4 * 3).min(config.max_total_image_bytes)
+                }),
+        };
+        let (messages, edits) =
+            crate::edits::plan(&self.last_sent, messages, self.edit_policy, budget);
+        Ok(Prepared {
+            step,
+            request: Request { tools, messages },
+            edits,
+            context: report,
+            compaction,
+            pending,
+            delta,
+            announced,
+            next_context: ctx,
+            raw_estimate,
+        })
+    }
+
+    /// History as the next request shows it under `ctx`: compacted turns replaced by their
+    /// summary, folded results by their stubs, attachment messages after their sources (the
+    /// projection, asked with a source set that leaves folded and compacted sources out).
+    fn project_messages(&self, ctx: &ContextState) -> Result<Projected, RuntimeError> {
+        let from = self.compacted_upto(ctx);
+        let folded = ctx.folded();
+        let (active_messages, active_calls) = self.active_sources(from, &folded);
         let active = |link: &SourceLink| match link {
             SourceLink::Message { message_id } => active_messages.contains(message_id.as_str()),
             SourceLink::ToolResult { call_id } => active_calls.contains(call_id.as_str()),
@@ -380,13 +570,30 @@ impl Runtime {
                 content,
             }));
         }
-        let mut messages = Vec::with_capacity(self.history.len() + 2);
-        for entry in self.history.iter().filter(|e| !e.withdrawn) {
-            messages.push(entry.message.clone());
+        let mut raw = 0u64;
+        let mut messages = Vec::with_capacity(self.history.len() - from + 3);
+        if let Some(compaction) = &ctx.compaction {
+            let summary = Arc::new(crate::context::summary_message(
+                compaction,
+                &self.history[from.saturating_sub(1)].message.created_at,
+            ));
+            raw += crate::context::message_tokens(&summary);
+            messages.push(summary);
+        }
+        let mut push = |message: Arc<Message>, tokens: u64, messages: &mut Vec<Arc<Message>>| {
+            raw += tokens;
+            messages.push(message);
+        };
+        for entry in self.history[from..].iter().filter(|e| !e.withdrawn) {
+            let (shown, tokens) = self.shown(entry, ctx, &folded);
+            push(shown, tokens, &mut messages);
             match entry.message.role {
                 Role::User if !after_message.is_empty() => {
                     if let Some(attached) = after_message.remove(entry.message.id.as_str()) {
-                        messages.extend(attached);
+                        for m in attached {
+                            let t = crate::context::message_tokens(&m);
+                            push(m, t, &mut messages);
+                        }
                     }
                 }
                 Role::Tool if !after_call.is_empty() => {
@@ -394,37 +601,133 @@ impl Runtime {
                         if let Part::ToolResult { call_id, .. } = part
                             && let Some(attached) = after_call.remove(call_id.as_str())
                         {
-                            messages.extend(attached);
+                            for m in attached {
+                                let t = crate::context::message_tokens(&m);
+                                push(m, t, &mut messages);
+                            }
                         }
                     }
                 }
                 _ => {}
             }
         }
-        if let Some(delta) = &delta {
-            messages.push(delta.clone());
-        }
-        let limits = &config.provider_limits;
-        let budget = ImageBudget {
-            images: limits
-                .images
-                .map_or(config.max_image_count, |n| n.min(config.max_image_count)),
-            // Provider request limits count base64: four bytes for every three.
-            bytes: limits
-                .request_bytes
-                .map_or(config.max_total_image_bytes, |b| {
-                    (b / 4 * 3).min(config.max_total_image_bytes)
-                }),
-        };
-        let (messages, edits) =
-            crate::edits::plan(&self.last_sent, messages, self.edit_policy, budget);
-        Ok(Prepared {
-            step,
-            request: Request { tools, messages },
-            edits,
+        Ok(Projected {
+            messages,
             pending: projection.pending,
-            delta,
-            announced,
+            raw,
+        })
+    }
+
+    /// A history message as requests show it, with its raw token estimate: the stored message,
+    /// or, when it holds folded results, its folded version (made once per set of folds).
+    fn shown(
+        &self,
+        entry: &Entry,
+        ctx: &ContextState,
+        folded: &HashSet<&str>,
+    ) -> (Arc<Message>, u64) {
+        if entry.message.role != Role::Tool || folded.is_empty() {
+            return (entry.message.clone(), entry.tokens);
+        }
+        let count = entry
+            .message
+            .content
+            .iter()
+            .filter(|p| matches!(p, Part::ToolResult { call_id, .. } if folded.contains(call_id.as_str())))
+            .count();
+        if count == 0 {
+            return (entry.message.clone(), entry.tokens);
+        }
+        let mut cache = self
+            .fold_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((n, message, tokens)) = cache.get(&entry.message.id)
+            && *n == count
+        {
+            return (message.clone(), *tokens);
+        }
+        let folds: Vec<crate::context::Fold> =
+            ctx.folds
+                .iter()
+                .filter(|f| {
+                    entry.message.content.iter().any(
+                        |p| matches!(p, Part::ToolResult { call_id, .. } if *call_id == f.call_id),
+                    )
+                })
+                .cloned()
+                .collect();
+        let shown = crate::context::apply_folds(vec![entry.message.clone()], &folds)
+            .pop()
+            .unwrap_or_else(|| entry.message.clone());
+        let tokens = crate::context::message_tokens(&shown);
+        cache.insert(entry.message.id.clone(), (count, shown.clone(), tokens));
+        (shown, tokens)
+    }
+
+    /// The first history index a compaction in `ctx` keeps (0 without one).
+    fn compacted_upto(&self, ctx: &ContextState) -> usize {
+        ctx.compaction
+            .as_ref()
+            .and_then(|c| self.history.iter().position(|e| e.message.id == c.through))
+            .map_or(0, |i| i + 1)
+    }
+
+    /// The summary request for compacting the oldest turns of `built`, when a cut exists:
+    /// the request's own prefix up to the cut (so a provider cache serves it), then the
+    /// instruction. The newest messages that fit in half the fold threshold are kept.
+    fn compaction_request(
+        &self,
+        ctx: &ContextState,
+        built: &Projected,
+        tools: &[ToolSpec],
+        thresholds: Thresholds,
+    ) -> Option<CompactionRequest> {
+        let from = self.compacted_upto(ctx);
+        let folded = ctx.folded();
+        let visible: Vec<(usize, Arc<Message>, u64)> = self.history[from..]
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.withdrawn)
+            .map(|(i, e)| {
+                let (m, t) = self.shown(e, ctx, &folded);
+                (from + i, m, t)
+            })
+            .collect();
+        let pairs: Vec<(Arc<Message>, u64)> =
+            visible.iter().map(|(_, m, t)| (m.clone(), *t)).collect();
+        // Half the fold threshold stays, in raw tokens (the thresholds are calibrated).
+        let keep = (thresholds.fold / 2).saturating_mul(1000) / ctx.ratio();
+        let cut = crate::context::compaction_cut(&pairs, keep)?;
+        let first_kept = &visible[cut].1.id;
+        let through_index = visible[cut - 1].0;
+        let through = self.history[through_index].message.id.clone();
+        let position = built
+            .messages
+            .iter()
+            .position(|m| &m.id == first_kept)
+            .unwrap_or(built.messages.len());
+        let mut messages: Vec<Arc<Message>> = built.messages[..position].to_vec();
+        messages.push(Arc::new(Message {
+            id: format!("s{}-context-compaction", self.step + 1),
+            role: Role::User,
+            created_at: self.now(),
+            content: vec![Part::Text {
+                text: crate::context::SUMMARY_INSTRUCTION.to_owned(),
+            }],
+        }));
+        let replaced: Vec<Arc<Message>> = self.history[..=through_index]
+            .iter()
+            .filter(|e| !e.withdrawn)
+            .map(|e| e.message.clone())
+            .collect();
+        Some(CompactionRequest {
+            request: Request {
+                tools: tools.to_vec(),
+                messages,
+            },
+            through,
+            replaced,
         })
     }
 

@@ -2,6 +2,7 @@
 
 mod assembly;
 mod backends;
+mod context;
 mod crash;
 mod errors;
 mod image_limits;

@@ -1,0 +1,396 @@
+//! The context engine through the library API (issue 23): folding, compaction, calibration,
+//! a provider's "too long", and what a reopened runtime projects.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ishiki_core::context::Window;
+use ishiki_core::{
+    Durability, ModelResponse, ModelsDoc, Part, Prepared, Profile, Request, Role, Runtime, Tool,
+    ToolCall, ToolContext, ToolDef, ToolError, Usage, WorkerSpawn, assemble,
+};
+use ishiki_resources::ArtifactStore as _;
+use serde_json::{Value, json};
+
+use super::runtime::{assembly, clock_at};
+
+/// `report {lines, tag}`: `lines` lines of 60 characters, each naming the tag.
+#[derive(Debug)]
+struct Report;
+
+#[async_trait]
+impl Tool for Report {
+    fn definition(&self) -> ToolDef {
+        ToolDef {
+            resident: true,
+            ..ToolDef::new(
+                "report",
+                "A long report.",
+                json!({
+                    "type": "object",
+                    "properties": { "lines": { "type": "integer" }, "tag": { "type": "string" } },
+                    "required": ["lines", "tag"]
+                }),
+            )
+        }
+    }
+
+    async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        let lines = input["lines"].as_u64().unwrap_or(1);
+        let tag = input["tag"].as_str().unwrap_or("?");
+        Ok(Value::String(
+            (1..=lines)
+                .map(|n| format!("{tag} line {n:>5} {}\n", ".".repeat(40)))
+                .collect(),
+        ))
+    }
+}
+
+const PROFILE: &str = "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.8 }\n";
+
+fn open(dir: &Path, profile: &str, window: u64) -> Runtime {
+    Runtime::builder(assembly(profile, "seeing"), dir)
+        .clock(clock_at(Duration::ZERO))
+        .codemode_worker(WorkerSpawn::InProcess)
+        .durability(Durability::Normal)
+        .window(Window {
+            tokens: window,
+            output: window / 10,
+        })
+        .tool(Arc::new(Report))
+        .build()
+        .expect("the runtime builds")
+}
+
+fn report_call(id: &str, lines: u64) -> ModelResponse {
+    ModelResponse::from_calls(vec![ToolCall {
+        id: id.into(),
+        name: "report".into(),
+        input: json!({ "lines": lines, "tag": id }),
+    }])
+}
+
+fn read_call(id: &str, url: &str) -> ModelResponse {
+    ModelResponse::from_calls(vec![ToolCall {
+        id: id.into(),
+        name: "read".into(),
+        input: json!({ "url": url }),
+    }])
+}
+
+/// The text of `call_id`'s result in `request`.
+fn result_text<'r>(request: &'r Request, call_id: &str) -> Option<&'r str> {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|p| match p {
+            Part::ToolResult {
+                call_id: id, text, ..
+            } if id == call_id => Some(text.as_str()),
+            _ => None,
+        })
+}
+
+/// Commits `response` to `prepared`, runs its calls, returns the first call's result text.
+async fn finish(rt: &mut Runtime, prepared: Prepared, response: ModelResponse) -> Vec<String> {
+    rt.commit(prepared, response).expect("commit");
+    rt.execute()
+        .await
+        .expect("execute")
+        .into_iter()
+        .map(|r| r.text)
+        .collect()
+}
+
+#[tokio::test]
+async fn past_fold_at_the_oldest_results_become_stubs_whose_url_reads_back_the_exact_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = open(dir.path(), PROFILE, 16_000);
+    rt.add_user_message("m1", "survey the reports", &[])
+        .expect("message");
+    let mut seen = Vec::new();
+    let mut folded_at = None;
+    for k in 1..=6 {
+        let prepared = rt.prepare().expect("prepare");
+        if !prepared.context.folded.is_empty() && folded_at.is_none() {
+            folded_at = Some((k, prepared.context.clone(), prepared.request.clone()));
+        }
+        let id = format!("c{k}");
+        let texts = finish(&mut rt, prepared, report_call(&id, 250)).await;
+        seen.push((id, texts[0].clone()));
+    }
+    let (k, report, request) = folded_at.expect("a request past foldAt folds");
+    assert!(report.estimated_before > 8_000, "{report:?}");
+    assert!(report.estimated_after < report.estimated_before);
+    // The oldest results went first, at least foldAtLeast tokens in one batch.
+    assert_eq!(report.folded[0].call_id, "c1");
+    assert!(
+        report.estimated_before - report.estimated_after >= 3_000,
+        "{report:?}"
+    );
+    for fold in &report.folded {
+        let original = &seen.iter().find(|(id, _)| *id == fold.call_id).unwrap().1;
+        let stub = result_text(&request, &fold.call_id).expect("the result part stays");
+        assert!(
+            stub.starts_with("[folded") && stub.contains(&fold.url),
+            "{stub}"
+        );
+        // The archive holds the exact text the model saw.
+        let bytes = ishiki_resources::DiskArtifactStore::open(dir.path().join("artifacts"))
+            .expect("artifacts")
+            .get(&fold.url)
+            .expect("the archive exists");
+        assert_eq!(String::from_utf8(bytes).unwrap(), *original);
+    }
+    // The newest result (keep: 1) is never folded.
+    let newest = format!("c{}", k - 1);
+    assert!(report.folded.iter().all(|f| f.call_id != newest));
+    // And the model reads a folded result back through `read`: the same text.
+    let url = report.folded[0].url.clone();
+    let prepared = rt.prepare().expect("prepare");
+    let texts = finish(&mut rt, prepared, read_call("r1", &url)).await;
+    assert_eq!(texts[0], seen[0].1);
+}
+
+/// Runs `steps` report calls of `lines` lines each after one user message.
+async fn session(rt: &mut Runtime, steps: u64, lines: u64) {
+    rt.add_user_message("m1", "survey the reports", &[])
+        .expect("message");
+    for k in 1..=steps {
+        let prepared = rt.prepare().expect("prepare");
+        finish(rt, prepared, report_call(&format!("c{k}"), lines)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_reopened_runtime_projects_the_identical_request_after_folds_and_a_compaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile =
+        "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.6, neverFold: [read] }\n";
+    let next = |rt: &mut Runtime| {
+        let prepared = rt.prepare().expect("prepare");
+        serde_json::to_string(&prepared.request).expect("json")
+        // Dropped without a commit: nothing of this request is stored.
+    };
+    let folded = {
+        let mut rt = open(dir.path(), profile, 16_000);
+        session(&mut rt, 5, 250).await;
+        next(&mut rt)
+    };
+    assert!(folded.contains("[folded"), "the session folded");
+    let mut rt = open(dir.path(), profile, 16_000);
+    assert_eq!(next(&mut rt), folded);
+    // Results of a never-folded tool fill the window until compaction must come.
+    let mut compacted = false;
+    for k in 1..=8 {
+        let mut prepared = rt.prepare().expect("prepare");
+        if prepared.compaction.is_some() {
+            prepared = rt
+                .compact(prepared, Ok("the reports c1..c5 were surveyed".into()))
+                .expect("compact");
+            compacted = true;
+        }
+        let url = format!("workspace:///home/workspace/r{k}.txt");
+        rt.workspace()
+            .write(&url, format!("{k} {}", "x ".repeat(6000)).as_bytes())
+            .expect("write");
+        finish(&mut rt, prepared, read_call(&format!("r{k}"), &url)).await;
+    }
+    assert!(compacted, "the session compacted");
+    let before = next(&mut rt);
+    drop(rt);
+    let mut rt = open(dir.path(), profile, 16_000);
+    assert_eq!(next(&mut rt), before);
+    assert!(before.contains("context-summary"));
+}
+
+#[tokio::test]
+async fn compaction_replaces_the_oldest_turns_and_they_read_back_in_full() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.6, neverFold: [report] }\n";
+    let mut rt = open(dir.path(), profile, 16_000);
+    rt.add_user_message("m1", "survey the reports", &[])
+        .expect("message");
+    let mut k = 0;
+    let prepared = loop {
+        k += 1;
+        assert!(k < 20, "no compaction was asked for");
+        let prepared = rt.prepare().expect("prepare");
+        if prepared.compaction.is_some() {
+            break prepared;
+        }
+        finish(&mut rt, prepared, report_call(&format!("c{k}"), 100)).await;
+    };
+    let asked = prepared.compaction.as_ref().expect("a compaction request");
+    // The summary request is this request's own prefix, then the instruction.
+    let n = asked.request.messages.len();
+    assert_eq!(
+        &asked.request.messages[..n - 1],
+        &prepared.request.messages[..n - 1]
+    );
+    assert!(matches!(asked.request.messages[n - 1].role, Role::User));
+    assert_eq!(asked.request.tools, prepared.request.tools);
+    let replaced = asked.replaces();
+    let compacted = rt
+        .compact(prepared, Ok("c1..c3 were surveyed; all clean".into()))
+        .expect("compact");
+    let report = compacted.context.compacted.clone().expect("reported");
+    assert_eq!(report.messages, replaced);
+    assert!(report.summarized);
+    assert!(compacted.context.estimated_after < compacted.context.estimated_before);
+    let first = &compacted.request.messages[0];
+    let Part::Text { text } = &first.content[0] else {
+        panic!("the summary is text")
+    };
+    assert!(
+        text.contains("c1..c3 were surveyed") && text.contains(&report.url),
+        "{text}"
+    );
+    // Every call kept in the request still has its result after it.
+    let ids: Vec<&str> = compacted
+        .request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|p| match p {
+            Part::ToolCall { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    for id in ids {
+        assert!(
+            result_text(&compacted.request, id).is_some(),
+            "{id} lost its result"
+        );
+    }
+    // The turns read back in full: the user's words and the first result are in the archive.
+    let texts = finish(&mut rt, compacted, read_call("back", &report.url)).await;
+    assert!(
+        texts[0].contains("survey the reports"),
+        "{}",
+        &texts[0][..200]
+    );
+    assert!(texts[0].contains("c1 line     1"));
+}
+
+#[tokio::test]
+async fn a_failed_summary_still_compacts_with_a_note_and_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = "context: { foldAt: 0.5, keep: 1, compactAt: 0.6, neverFold: [report] }\n";
+    let mut rt = open(dir.path(), profile, 16_000);
+    session(&mut rt, 4, 250).await;
+    let prepared = rt.prepare().expect("prepare");
+    assert!(prepared.compaction.is_some());
+    let compacted = rt
+        .compact(
+            prepared,
+            Err("the compaction model answered 529 overloaded".into()),
+        )
+        .expect("a failed summary is no failed step");
+    let report = compacted.context.compacted.clone().expect("compacted");
+    assert!(!report.summarized);
+    let Part::Text { text } = &compacted.request.messages[0].content[0] else {
+        panic!("text")
+    };
+    assert!(text.contains("No summary could be written") && text.contains(&report.url));
+    finish(&mut rt, compacted, ModelResponse::from_text("ok")).await;
+}
+
+#[tokio::test]
+async fn a_request_refused_as_too_long_is_folded_next_time_whatever_the_estimate_said() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A window the estimate thinks is roomy: nothing is folded on its own.
+    let mut rt = open(dir.path(), PROFILE, 400_000);
+    session(&mut rt, 4, 250).await;
+    let prepared = rt.prepare().expect("prepare");
+    assert!(prepared.context.folded.is_empty());
+    let estimate = prepared.context.estimated_after;
+    rt.abandon_failed(
+        prepared,
+        "anthropic answered 400: prompt is too long: 412000 tokens > 400000 maximum",
+    );
+    let prepared = rt.prepare().expect("prepare");
+    let folded: Vec<&str> = prepared
+        .context
+        .folded
+        .iter()
+        .map(|f| f.call_id.as_str())
+        .collect();
+    assert_eq!(folded, ["c1", "c2", "c3"], "every result but the kept one");
+    // The estimate learnt that it was short.
+    assert!(prepared.context.estimated_before > estimate);
+    finish(&mut rt, prepared, ModelResponse::from_text("ok")).await;
+}
+
+#[tokio::test]
+async fn the_estimate_converges_on_the_tokens_the_provider_reports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = open(dir.path(), PROFILE, 1_000_000);
+    rt.add_user_message("m1", "survey the reports", &[])
+        .expect("message");
+    // The provider's own count, independent of the estimate: a token per 3 bytes of JSON.
+    let counted = |r: &Request| serde_json::to_string(r).expect("json").len() as u64 / 3;
+    let mut errors = Vec::new();
+    for k in 1..=8 {
+        let prepared = rt.prepare().expect("prepare");
+        let truth = counted(&prepared.request);
+        let estimate = prepared.context.estimated_after;
+        errors.push(estimate.abs_diff(truth) * 100 / truth);
+        let mut response = report_call(&format!("c{k}"), 60 + 20 * k);
+        response.usage = Some(Usage {
+            input_tokens: truth,
+            ..Usage::default()
+        });
+        finish(&mut rt, prepared, response).await;
+    }
+    assert!(
+        errors[0] > 20,
+        "uncalibrated, the estimate is off: {errors:?}"
+    );
+    assert!(
+        *errors.last().unwrap() <= 5,
+        "calibrated, within 5 %: {errors:?}"
+    );
+}
+
+#[test]
+fn bad_context_keys_are_refused_with_their_path() {
+    let models = "models:\n  main: { input: [text] }\n";
+    let refused = |profile: &str| {
+        let profile = match Profile::from_yaml(profile) {
+            Ok(p) => p,
+            Err(e) => return e.to_string(),
+        };
+        match assemble(
+            profile,
+            ModelsDoc::from_yaml(models).expect("models"),
+            "main",
+        ) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
+    };
+    let cases = [
+        ("context: { foldAt: 1.5 }\n", "context.foldAt"),
+        ("context: { foldAt: 0 }\n", "context.foldAt"),
+        (
+            "context: { foldAt: 0.8, compactAt: 0.5 }\n",
+            "context.compactAt",
+        ),
+        ("context: { foldAtLeast: 0 }\n", "context.foldAtLeast"),
+        ("context: { neverFold: [1] }\n", "context.neverFold[0]"),
+        (
+            "context: { compactionModel: nope }\n",
+            "context.compactionModel",
+        ),
+        ("context: { foldNow: true }\n", "foldNow"),
+    ];
+    for (profile, path) in cases {
+        let message = refused(profile);
+        assert!(message.contains(path), "{profile}: {message}");
+    }
+    assert_eq!(refused("context: { foldAt: 0.6, compactAt: 1 }\n"), "");
+}
