@@ -281,7 +281,7 @@ pub fn tools_tokens(tools: &[ToolSpec]) -> u64 {
 /// The line that replaces a folded result's text.
 pub fn stub(fold: &Fold) -> String {
     format!(
-        "[folded to keep the context short: this result of `{}` ({} lines, {} characters) reads back exactly with read {{\"url\":\"{}\"}}]",
+        "[folded: `{}` result, {} lines, {} characters; read {} to see it again]",
         fold.tool, fold.lines, fold.chars, fold.url
     )
 }
@@ -354,9 +354,21 @@ pub fn candidates(
                 stub_tokens: text_tokens(&stub(&probe)),
             };
             // A result about as short as its stub is not worth a fold.
-            (candidate.saves() >= 64).then_some(candidate)
+            (candidate.saves() >= 32).then_some(candidate)
         })
         .collect()
+}
+
+/// Whether folding every candidate would free at least `thresholds.at_least` tokens: when it
+/// would not, the request is past `foldAt` with little left to fold (mostly stubs, calls and
+/// results of `neverFold` tools), and compaction is the step that frees room.
+pub fn worth_folding(
+    candidates: &[Candidate],
+    thresholds: Thresholds,
+    state: &ContextState,
+) -> bool {
+    let total: u64 = candidates.iter().map(|c| state.calibrated(c.saves())).sum();
+    total >= thresholds.at_least
 }
 
 /// Which candidates to fold, oldest first, for a request estimated at `estimate` calibrated

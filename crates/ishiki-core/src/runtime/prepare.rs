@@ -433,8 +433,13 @@ impl Runtime {
         let mut compaction = None;
         if let Some(window) = self.window {
             let thresholds = Thresholds::new(&self.context_config, window);
-            let candidates =
-                crate::context::candidates(&built.messages, &ctx, &self.context_config);
+            // Only a request past foldAt (or after a "too long") looks for what to fold: the
+            // scan reads every result's text.
+            let candidates = if estimated_before > thresholds.fold || ctx.force {
+                crate::context::candidates(&built.messages, &ctx, &self.context_config)
+            } else {
+                Vec::new()
+            };
             let chosen = crate::context::choose(&candidates, estimated_before, thresholds, &ctx);
             for call_id in &chosen {
                 let Some(candidate) = candidates.iter().find(|c| &c.call_id == call_id) else {
@@ -461,11 +466,18 @@ impl Runtime {
                     chars: text.chars().count(),
                 });
             }
+            // Past foldAt with too little left to fold (stubs, calls and never-folded results
+            // pile up in a long session): compaction is what frees room, and it also keeps
+            // every later step's work proportional to what it kept.
+            let exhausted = estimated_before > thresholds.fold
+                && !crate::context::worth_folding(&candidates, thresholds, &ctx);
             if !chosen.is_empty() {
                 built = self.project_messages(&ctx)?;
             }
             let estimate = ctx.calibrated(raw(&built));
-            let over = estimate > thresholds.compact || (ctx.force && estimate > thresholds.fold);
+            let over = estimate > thresholds.compact
+                || (ctx.force && estimate > thresholds.fold)
+                || (exhausted && estimate > thresholds.fold);
             if over {
                 compaction = self.compaction_request(&ctx, &built, &tools, thresholds);
             }
@@ -669,7 +681,8 @@ impl Runtime {
     fn compacted_upto(&self, ctx: &ContextState) -> usize {
         ctx.compaction
             .as_ref()
-            .and_then(|c| self.history.iter().position(|e| e.message.id == c.through))
+            // From the end: a compaction keeps few messages after the one it ends at.
+            .and_then(|c| self.history.iter().rposition(|e| e.message.id == c.through))
             .map_or(0, |i| i + 1)
     }
 
