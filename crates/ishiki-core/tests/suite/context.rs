@@ -394,3 +394,162 @@ fn bad_context_keys_are_refused_with_their_path() {
     }
     assert_eq!(refused("context: { foldAt: 0.6, compactAt: 1 }\n"), "");
 }
+
+// The kill -9 test of the context engine's state: the test binary re-executes itself, and
+// `context_killed_child` is the session that gets killed (an empty test unless the variable is
+// set).
+const CHILD_DIR: &str = "ISHIKI_CORE_CONTEXT_CRASH_STATE";
+const CHILD_ROUND: &str = "ISHIKI_CORE_CONTEXT_CRASH_ROUND";
+const KILL_PROFILE: &str =
+    "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.6, neverFold: [read] }\n";
+
+/// Child: steps of report calls (a user message every fifth step) on a small window, so folds
+/// and compactions come often. After each commit returns it prints
+/// `committed <step> folded=<call ids> compacted=<0|1>`: what that commit stored.
+#[tokio::test]
+async fn context_killed_child() {
+    let Ok(dir) = std::env::var(CHILD_DIR) else {
+        return;
+    };
+    let round: u64 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();
+    let mut rt = open(Path::new(&dir), KILL_PROFILE, 16_000);
+    for i in 0..200u64 {
+        if i % 5 == 0 {
+            rt.add_user_message(&format!("u{round}-{i}"), "go on", &[])
+                .unwrap();
+        }
+        let mut prepared = rt.prepare().unwrap();
+        if prepared.compaction.is_some() {
+            prepared = rt
+                .compact(prepared, Ok(format!("summary {round}-{i}")))
+                .unwrap();
+        }
+        let step = prepared.step;
+        let folded: Vec<String> = prepared
+            .context
+            .folded
+            .iter()
+            .map(|f| f.call_id.clone())
+            .collect();
+        let compacted = u8::from(prepared.context.compacted.is_some());
+        // Every other step reads a file (never folded), so compaction comes too.
+        let call = format!("c{round}-{i}");
+        let response = if i % 2 == 0 {
+            report_call(&call, 150)
+        } else {
+            let url = format!("workspace:///home/workspace/{call}.txt");
+            rt.workspace()
+                .write(&url, format!("{call} {}", "y ".repeat(5000)).as_bytes())
+                .unwrap();
+            read_call(&call, &url)
+        };
+        rt.commit(prepared, response).unwrap();
+        println!(
+            "committed {step} folded={} compacted={compacted}",
+            folded.join(",")
+        );
+        rt.execute().await.unwrap();
+    }
+}
+
+#[test]
+fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    let mut folded: Vec<String> = Vec::new();
+    let mut compactions = 0;
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    for round in 0..12u64 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let kill_after = 2 + state % 6;
+        let mut child = Command::new(&exe)
+            .args([
+                "--exact",
+                "suite::context::context_killed_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DIR, dir.path())
+            .env(CHILD_ROUND, round.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the child starts");
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut seen = 0;
+        let learn = |line: &str, folded: &mut Vec<String>, compactions: &mut usize| {
+            let Some(rest) = line.strip_prefix("committed ") else {
+                return false;
+            };
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            if let Some(ids) = words.get(1).and_then(|w| w.strip_prefix("folded=")) {
+                folded.extend(ids.split(',').filter(|s| !s.is_empty()).map(str::to_owned));
+            }
+            if words.get(2) == Some(&"compacted=1") {
+                *compactions += 1;
+            }
+            true
+        };
+        for line in lines.by_ref() {
+            let Ok(line) = line else { break };
+            if learn(&line, &mut folded, &mut compactions) {
+                seen += 1;
+                if seen >= kill_after {
+                    break;
+                }
+            }
+        }
+        child.kill().expect("the child can be killed");
+        child.wait().expect("reaped");
+        for line in lines.map_while(Result::ok) {
+            learn(&line, &mut folded, &mut compactions);
+        }
+        assert!(seen >= kill_after, "round {round}: the child stopped early");
+
+        let mut rt = open(dir.path(), KILL_PROFILE, 16_000);
+        let request = rt.prepare().expect("prepare").request;
+        // Every committed fold holds: the result is a stub or gone with a compaction, never
+        // its whole text again.
+        for id in &folded {
+            if let Some(text) = result_text(&request, id) {
+                assert!(
+                    text.starts_with("[folded"),
+                    "round {round}: {id} came back: {text:.80}"
+                );
+            }
+        }
+        if compactions > 0 {
+            assert!(
+                request.messages[0].id.ends_with("-context-summary"),
+                "round {round}: the committed compaction is gone"
+            );
+        }
+        // Well-formed: every call in the request is answered.
+        for m in &request.messages {
+            for p in &m.content {
+                if let Part::ToolCall { id, .. } = p {
+                    assert!(
+                        result_text(&request, id).is_some(),
+                        "round {round}: {id} unanswered"
+                    );
+                }
+            }
+        }
+        // And the reopened runtime projects the same request again.
+        drop(rt);
+        let mut rt = open(dir.path(), KILL_PROFILE, 16_000);
+        assert_eq!(
+            rt.prepare().expect("prepare").request,
+            request,
+            "round {round}"
+        );
+    }
+    assert!(
+        !folded.is_empty() && compactions > 0,
+        "the killed sessions folded and compacted"
+    );
+}
