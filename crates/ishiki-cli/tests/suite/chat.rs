@@ -18,12 +18,23 @@ fn replay_as(
     content_type: &'static str,
     responses: Vec<String>,
 ) -> (String, Arc<Mutex<Vec<String>>>) {
+    replay_statuses(
+        content_type,
+        responses.into_iter().map(|r| (200, r)).collect(),
+    )
+}
+
+/// [`replay_as`] with a status line of its own for each response.
+fn replay_statuses(
+    content_type: &'static str,
+    responses: Vec<(u16, String)>,
+) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a local port");
     let addr = listener.local_addr().expect("an address");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
     std::thread::spawn(move || {
-        for (stream, body) in listener.incoming().zip(responses) {
+        for (stream, (status, body)) in listener.incoming().zip(responses) {
             let Ok(mut stream) = stream else { return };
             let mut reader = BufReader::new(stream.try_clone().expect("a stream"));
             let mut length = 0usize;
@@ -43,7 +54,8 @@ fn replay_as(
                 .expect("lock")
                 .push(String::from_utf8_lossy(&request).into_owned());
             let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                if status == 200 { "OK" } else { "Bad Request" },
                 body.len()
             );
             let _ = stream.write_all(head.as_bytes());
@@ -427,4 +439,23 @@ fn chat_turns_thinking_on_as_the_model_family_takes_it_and_shows_it() {
         serde_json::json!({ "type": "adaptive", "display": "summarized",
             "block_binding": { "prefix_mismatch_behavior": "drop_block" } })
     );
+}
+
+/// A request the provider refuses as longer than the context window is folded and compacted
+/// where it can be and tried once more, and the terminal says so; the session goes on.
+#[test]
+fn chat_retries_a_request_the_model_refused_as_too_long_once() {
+    let too_long = r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+    let answer = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],"usage":{"prompt_tokens":40,"completion_tokens":2}}"#;
+    let (base, seen) = replay_statuses(
+        "application/json",
+        vec![(400, too_long.to_owned()), (200, answer.to_owned())],
+    );
+    let out = chat(&base, "openai", b"hello\n");
+    assert!(
+        out.contains("the request was too long for the model") && out.contains("trying once more"),
+        "{out}"
+    );
+    assert!(out.contains("assistant: done"), "{out}");
+    assert_eq!(seen.lock().expect("lock").len(), 2, "one retry, not more");
 }
