@@ -104,6 +104,7 @@ fn session(window: u64, output: u64) {
         url: "artifact://folded/0123456789abcdef.txt".into(),
         lines: 500,
         chars: 30_000,
+        input_url: None,
     }));
     let cleared_tokens = text_tokens("[Old tool result content cleared]");
     for k in 0..STEPS {

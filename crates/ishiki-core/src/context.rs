@@ -47,6 +47,10 @@ pub struct ContextConfig {
     /// `neverFold`: tools whose results are never folded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub never_fold: Vec<String>,
+    /// `foldInputs` (default false): a folded call's input goes too, when it is long (at least
+    /// [`MIN_FOLDED_INPUT`] tokens) and its turn carries no reasoning (a turn with thinking is
+    /// replayed exactly as received).
+    pub fold_inputs: bool,
     /// `compactAt` (default 0.9): compact when folding cannot bring a request under this share
     /// of the window.
     pub compact_at: f64,
@@ -63,6 +67,7 @@ impl Default for ContextConfig {
             fold_at_least: None,
             keep: 3,
             never_fold: Vec::new(),
+            fold_inputs: false,
             compact_at: 0.9,
             compaction_model: None,
         }
@@ -138,6 +143,17 @@ pub struct Fold {
     pub lines: usize,
     /// Characters of the folded text.
     pub chars: usize,
+    /// Where the call's input reads back, when it was folded too (`foldInputs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_url: Option<String>,
+}
+
+/// The fewest raw tokens a call input has for `foldInputs` to fold it.
+pub const MIN_FOLDED_INPUT: u64 = 256;
+
+/// The input that stands for a folded call input.
+pub fn folded_input(url: &str) -> serde_json::Value {
+    serde_json::json!({ "folded_input": url })
 }
 
 /// The compaction in force: the turns before the summary, as persisted.
@@ -343,9 +359,10 @@ pub fn candidates(
             let probe = Fold {
                 call_id: id.to_owned(),
                 tool: tool.to_owned(),
-                url: "artifact://folded/0000000000000000000000000000000000000000000000000000000000000000.txt".to_owned(),
+                url: "artifact://folded/0000000000000000.txt".to_owned(),
                 lines: text.lines().count(),
                 chars: text.chars().count(),
+                input_url: None,
             };
             let candidate = Candidate {
                 call_id: id.to_owned(),
@@ -412,14 +429,22 @@ pub fn apply_folds(messages: Vec<Arc<Message>>, folds: &[Fold]) -> Vec<Arc<Messa
         return messages;
     }
     let by_call: HashMap<&str, &Fold> = folds.iter().map(|f| (f.call_id.as_str(), f)).collect();
+    let folds_part = |message: &Message, part: &Part| match part {
+        Part::ToolResult { call_id, .. } => {
+            message.role == Role::Tool && by_call.contains_key(call_id.as_str())
+        }
+        Part::ToolCall { id, .. } => {
+            message.role == Role::Assistant
+                && by_call
+                    .get(id.as_str())
+                    .is_some_and(|f| f.input_url.is_some())
+        }
+        _ => false,
+    };
     messages
         .into_iter()
         .map(|message| {
-            let touched = message.role == Role::Tool
-                && message.content.iter().any(|p| {
-                    matches!(p, Part::ToolResult { call_id, .. } if by_call.contains_key(call_id.as_str()))
-                });
-            if !touched {
+            if !message.content.iter().any(|p| folds_part(&message, p)) {
                 return message;
             }
             let content = message
@@ -427,14 +452,24 @@ pub fn apply_folds(messages: Vec<Arc<Message>>, folds: &[Fold]) -> Vec<Arc<Messa
                 .iter()
                 .map(|part| match part {
                     Part::ToolResult {
-                        call_id,
-                        is_error,
-                        ..
-                    } if by_call.contains_key(call_id.as_str()) => Part::ToolResult {
+                        call_id, is_error, ..
+                    } if folds_part(&message, part) => Part::ToolResult {
                         call_id: call_id.clone(),
                         is_error: *is_error,
                         text: stub(by_call[call_id.as_str()]),
                     },
+                    Part::ToolCall { id, name, .. } if folds_part(&message, part) => {
+                        Part::ToolCall {
+                            id: id.clone(),
+                            name: name.clone(),
+                            input: folded_input(
+                                by_call[id.as_str()]
+                                    .input_url
+                                    .as_deref()
+                                    .unwrap_or_default(),
+                            ),
+                        }
+                    }
                     other => other.clone(),
                 })
                 .collect();
@@ -446,6 +481,25 @@ pub fn apply_folds(messages: Vec<Arc<Message>>, folds: &[Fold]) -> Vec<Arc<Messa
             })
         })
         .collect()
+}
+
+/// The input of call `call_id` in `messages`, when `foldInputs` may fold it: long enough, in a
+/// turn without reasoning.
+pub fn foldable_input<'m>(
+    messages: &'m [Arc<Message>],
+    call_id: &str,
+) -> Option<&'m serde_json::Value> {
+    messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .find_map(|m| {
+            let input = m.content.iter().find_map(|p| match p {
+                Part::ToolCall { id, input, .. } if id == call_id => Some(input),
+                _ => None,
+            })?;
+            let bound = m.content.iter().any(|p| matches!(p, Part::Reasoning(_)));
+            (!bound && json_tokens(input) >= MIN_FOLDED_INPUT).then_some(input)
+        })
 }
 
 /// The text of a result in `messages`, as the model saw it (what a fold archives).
@@ -652,6 +706,7 @@ mod tests {
             url: format!("artifact://folded/{id}.txt"),
             lines: text.lines().count(),
             chars: text.chars().count(),
+            input_url: None,
         }
     }
 
@@ -792,6 +847,50 @@ mod tests {
         assert!(matches!(history[cut].0.role, Role::User | Role::Assistant));
         assert_eq!(history[cut].0.id, "s3-assistant");
         assert_eq!(compaction_cut(&history[..1], 0), None);
+    }
+
+    #[test]
+    fn an_input_is_foldable_only_when_long_and_in_a_turn_without_reasoning() {
+        let long = json!({ "text": "x".repeat(4_000) });
+        let plain = message(
+            "s1-assistant",
+            Role::Assistant,
+            vec![Part::ToolCall {
+                id: "c1".into(),
+                name: "t".into(),
+                input: long.clone(),
+            }],
+        );
+        let thinking = message(
+            "s2-assistant",
+            Role::Assistant,
+            vec![
+                Part::Reasoning(ishiki_model::Reasoning {
+                    provider: "anthropic".into(),
+                    model: "m".into(),
+                    data: json!({"type": "thinking", "thinking": "t", "signature": "s"}),
+                    prefix: None,
+                }),
+                Part::ToolCall {
+                    id: "c2".into(),
+                    name: "t".into(),
+                    input: long.clone(),
+                },
+            ],
+        );
+        let short = message("s3-assistant", Role::Assistant, vec![call("c3", "t")]);
+        let messages = vec![plain, thinking, short];
+        assert_eq!(foldable_input(&messages, "c1"), Some(&long));
+        assert_eq!(
+            foldable_input(&messages, "c2"),
+            None,
+            "a thinking turn is replayed as received"
+        );
+        assert_eq!(
+            foldable_input(&messages, "c3"),
+            None,
+            "too short to be worth it"
+        );
     }
 
     #[test]

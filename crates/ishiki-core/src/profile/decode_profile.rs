@@ -16,6 +16,7 @@ const CONTEXT_KEYS: &[&str] = &[
     "foldAtLeast",
     "keep",
     "neverFold",
+    "foldInputs",
     "compactAt",
     "compactionModel",
 ];
@@ -207,6 +208,7 @@ impl Doc<'_> {
             },
             keep: self.uint(c, &path, "keep", 0, d.keep)?,
             never_fold: self.strings(c, &path, "neverFold")?,
+            fold_inputs: self.bool(c, &path, "foldInputs", d.fold_inputs)?,
             compact_at,
             compaction_model: self.opt_string(c, &path, "compactionModel")?,
         };

@@ -458,12 +458,27 @@ impl Runtime {
                     call_id: call_id.clone(),
                     url: url.clone(),
                 });
+                let input_url = match self.context_config.fold_inputs {
+                    true => match crate::context::foldable_input(&built.messages, call_id) {
+                        Some(input) => Some(
+                            self.shared
+                                .artifacts
+                                .put("folded", input.to_string().as_bytes(), "json")
+                                .map_err(|e| {
+                                    err(RuntimeErrorKind::Io, "cannot archive a folded input")(&e)
+                                })?,
+                        ),
+                        None => None,
+                    },
+                    false => None,
+                };
                 ctx.folds.push(crate::context::Fold {
                     call_id: call_id.clone(),
                     tool: candidate.tool.clone(),
                     url,
                     lines: text.lines().count(),
                     chars: text.chars().count(),
+                    input_url,
                 });
             }
             // Past foldAt with too little left to fold (stubs, calls and never-folded results
@@ -638,15 +653,22 @@ impl Runtime {
         ctx: &ContextState,
         folded: &HashSet<&str>,
     ) -> (Arc<Message>, u64) {
-        if entry.message.role != Role::Tool || folded.is_empty() {
+        if folded.is_empty() || !matches!(entry.message.role, Role::Tool | Role::Assistant) {
             return (entry.message.clone(), entry.tokens);
         }
-        let count = entry
-            .message
-            .content
-            .iter()
-            .filter(|p| matches!(p, Part::ToolResult { call_id, .. } if folded.contains(call_id.as_str())))
-            .count();
+        let touched = |p: &Part| match p {
+            Part::ToolResult { call_id, .. } => {
+                entry.message.role == Role::Tool && folded.contains(call_id.as_str())
+            }
+            // A call's input is folded only with `foldInputs`: ask the fold itself.
+            Part::ToolCall { id, .. } => {
+                self.context_config.fold_inputs
+                    && entry.message.role == Role::Assistant
+                    && folded.contains(id.as_str())
+            }
+            _ => false,
+        };
+        let count = entry.message.content.iter().filter(|p| touched(p)).count();
         if count == 0 {
             return (entry.message.clone(), entry.tokens);
         }
@@ -659,20 +681,26 @@ impl Runtime {
         {
             return (message.clone(), *tokens);
         }
-        let folds: Vec<crate::context::Fold> =
-            ctx.folds
-                .iter()
-                .filter(|f| {
-                    entry.message.content.iter().any(
-                        |p| matches!(p, Part::ToolResult { call_id, .. } if *call_id == f.call_id),
-                    )
+        let folds: Vec<crate::context::Fold> = ctx
+            .folds
+            .iter()
+            .filter(|f| {
+                entry.message.content.iter().any(|p| match p {
+                    Part::ToolResult { call_id, .. } => *call_id == f.call_id,
+                    Part::ToolCall { id, .. } => *id == f.call_id,
+                    _ => false,
                 })
-                .cloned()
-                .collect();
+            })
+            .cloned()
+            .collect();
         let shown = crate::context::apply_folds(vec![entry.message.clone()], &folds)
             .pop()
             .unwrap_or_else(|| entry.message.clone());
-        let tokens = crate::context::message_tokens(&shown);
+        let tokens = if Arc::ptr_eq(&shown, &entry.message) {
+            entry.tokens
+        } else {
+            crate::context::message_tokens(&shown)
+        };
         cache.insert(entry.message.id.clone(), (count, shown.clone(), tokens));
         (shown, tokens)
     }

@@ -553,3 +553,52 @@ fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
         "the killed sessions folded and compacted"
     );
 }
+
+#[tokio::test]
+async fn with_fold_inputs_a_folded_calls_long_input_goes_too_and_reads_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile =
+        "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.9, foldInputs: true }\n";
+    let mut rt = open(dir.path(), profile, 20_000);
+    rt.add_user_message("m1", "survey the reports", &[])
+        .expect("message");
+    let long_tag = "t".repeat(2_000);
+    let mut folded = None;
+    for k in 1..=8 {
+        let prepared = rt.prepare().expect("prepare");
+        if folded.is_none() && !prepared.context.folded.is_empty() {
+            folded = Some(prepared.request.clone());
+        }
+        let response = ModelResponse::from_calls(vec![ToolCall {
+            id: format!("c{k}"),
+            name: "report".into(),
+            input: json!({ "lines": 250, "tag": format!("{k}{long_tag}") }),
+        }]);
+        finish(&mut rt, prepared, response).await;
+    }
+    let request = folded.expect("a fold");
+    let input = request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .find_map(|p| match p {
+            Part::ToolCall { id, input, .. } if id == "c1" => Some(input.clone()),
+            _ => None,
+        })
+        .expect("the call stays");
+    let url = input["folded_input"]
+        .as_str()
+        .expect("the input is folded")
+        .to_owned();
+    let bytes = ishiki_resources::DiskArtifactStore::open(dir.path().join("artifacts"))
+        .expect("artifacts")
+        .get(&url)
+        .expect("archived");
+    let original: Value = serde_json::from_slice(&bytes).expect("json");
+    assert_eq!(
+        original,
+        json!({ "lines": 250, "tag": format!("1{long_tag}") })
+    );
+    // And its result is a stub, in the same place.
+    assert!(result_text(&request, "c1").is_some_and(|t| t.starts_with("[folded")));
+}
