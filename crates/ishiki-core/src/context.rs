@@ -347,10 +347,16 @@ pub fn candidates(
         }
     }
     let keep_from = results.len().saturating_sub(config.keep);
+    // A call id that answers twice (some OpenAI-compatible servers number calls per response)
+    // is never folded: a stub names its call, and one stub cannot read back two texts.
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (id, _) in &results {
+        *seen.entry(id).or_default() += 1;
+    }
     results
         .into_iter()
         .take(keep_from)
-        .filter(|(id, _)| !folded.contains(id))
+        .filter(|(id, _)| !folded.contains(id) && seen[id] == 1)
         .filter_map(|(id, text)| {
             let tool = tools.get(id).copied().unwrap_or("(unknown tool)");
             if config.never_fold.iter().any(|n| n == tool) {
@@ -828,6 +834,32 @@ mod tests {
             .map(|c| c.call_id)
             .collect();
         assert_eq!(ids, ["c3"], "a folded result is not folded twice");
+    }
+
+    #[test]
+    fn a_call_id_that_answers_twice_is_never_folded() {
+        let long = "line of output\n".repeat(100);
+        let messages = vec![
+            message("s1-assistant", Role::Assistant, vec![call("call_0", "big")]),
+            message("s1-tools", Role::Tool, vec![result("call_0", &long)]),
+            message("s2-assistant", Role::Assistant, vec![call("call_0", "big")]),
+            message(
+                "s2-tools",
+                Role::Tool,
+                vec![result("call_0", &format!("other {long}"))],
+            ),
+            message("s3-assistant", Role::Assistant, vec![call("call_1", "big")]),
+            message("s3-tools", Role::Tool, vec![result("call_1", &long)]),
+        ];
+        let config = ContextConfig {
+            keep: 0,
+            ..ContextConfig::default()
+        };
+        let ids: Vec<String> = candidates(&messages, &ContextState::default(), &config)
+            .into_iter()
+            .map(|c| c.call_id)
+            .collect();
+        assert_eq!(ids, ["call_1"]);
     }
 
     #[test]

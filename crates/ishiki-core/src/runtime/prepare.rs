@@ -600,10 +600,12 @@ impl Runtime {
         let mut raw = 0u64;
         let mut messages = Vec::with_capacity(self.history.len() - from + 3);
         if let Some(compaction) = &ctx.compaction {
-            let summary = Arc::new(crate::context::summary_message(
-                compaction,
-                &self.history[from.saturating_sub(1)].message.created_at,
-            ));
+            // Dated like the last message it replaces (stable across requests and restarts).
+            let created_at = from
+                .checked_sub(1)
+                .and_then(|i| self.history.get(i))
+                .map_or("1970-01-01T00:00:00Z", |e| e.message.created_at.as_str());
+            let summary = Arc::new(crate::context::summary_message(compaction, created_at));
             raw += crate::context::message_tokens(&summary);
             messages.push(summary);
         }
