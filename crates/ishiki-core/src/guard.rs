@@ -7,9 +7,16 @@
 //! raw result is measured as JSON by a counting writer that stops at the cap, so measuring
 //! allocates nothing. Over a limit, only that call fails, with an error naming the tool and
 //! the limit.
+//!
+//! Abandoned work is counted ([`AbandonedWork`]): a call abandoned at its deadline keeps its
+//! thread until it returns, so a burst of tools that never return would take the whole
+//! blocking pool and stall every conversation of the process. While the count is at its limit
+//! (64 per process by default), a new call fails at once with an error that says why, and the
+//! calls already running are untouched.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -17,23 +24,78 @@ use serde_json::Value;
 use crate::profile::ToolsSection;
 use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 
+/// Tool calls abandoned at their deadline that are still running, and how many may be: shared
+/// by every runtime that holds it ([`AbandonedWork::process`], the default, is one per process;
+/// `RuntimeBuilder::abandoned_work` gives a group of runtimes its own).
+///
+/// ```
+/// use ishiki_core::AbandonedWork;
+///
+/// let work = AbandonedWork::new(8);
+/// assert_eq!((work.running(), work.limit()), (0, 8));
+/// ```
+#[derive(Debug)]
+pub struct AbandonedWork {
+    running: AtomicUsize,
+    limit: usize,
+}
+
+impl AbandonedWork {
+    /// The default limit of [`AbandonedWork::process`].
+    pub const PROCESS_LIMIT: usize = 64;
+
+    /// A counter of its own, allowing `limit` abandoned calls at once (at least 1).
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            running: AtomicUsize::new(0),
+            limit: limit.max(1),
+        })
+    }
+
+    /// The process-wide counter every runtime uses unless given another.
+    pub fn process() -> Arc<Self> {
+        static PROCESS: OnceLock<Arc<AbandonedWork>> = OnceLock::new();
+        PROCESS
+            .get_or_init(|| Self::new(Self::PROCESS_LIMIT))
+            .clone()
+    }
+
+    /// Abandoned calls still running.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    /// How many may run at once before new calls are refused.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
 /// The limits of one tool call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct CallLimits {
     /// The deadline of the whole call.
     pub(crate) timeout: Duration,
     /// The largest raw result, in bytes of compact JSON.
     pub(crate) max_result_bytes: u64,
+    /// Where abandoned calls are counted.
+    pub(crate) abandoned: Arc<AbandonedWork>,
 }
 
 impl CallLimits {
-    pub(crate) fn from_profile(tools: &ToolsSection) -> Self {
+    pub(crate) fn from_profile(tools: &ToolsSection, abandoned: Arc<AbandonedWork>) -> Self {
         Self {
             timeout: Duration::from_millis(tools.timeout_ms),
             max_result_bytes: tools.max_result_bytes,
+            abandoned,
         }
     }
 }
+
+/// A call's state, for counting it as abandoned exactly while it runs past its deadline.
+const RUNNING: u8 = 0;
+const FINISHED: u8 = 1;
+const ABANDONED: u8 = 2;
 
 /// Runs `tool.execute` under `limits`: fails when the deadline passes first (the work is
 /// abandoned), when the tool panics, or when its raw result is larger than the cap.
@@ -42,15 +104,44 @@ pub(crate) async fn execute(
     name: &str,
     input: Value,
     context: &ToolContext,
-    limits: CallLimits,
+    limits: &CallLimits,
 ) -> Result<Value, ToolError> {
+    let work = limits.abandoned.clone();
+    let running = work.running();
+    if running >= work.limit {
+        return Err(ToolError::with_kind(
+            ToolErrorKind::Limit,
+            format!(
+                "the tool `{name}` was not started: {running} earlier tool calls of this process are still running after their deadline (at most {} may be); try again later",
+                work.limit
+            ),
+        ));
+    }
     let context = context.clone();
     let handle = tokio::runtime::Handle::current();
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let finished = (state.clone(), work.clone());
     let task = tokio::task::spawn_blocking(move || {
-        handle.block_on(async move { tool.execute(input, &context).await })
+        let result = handle.block_on(async move { tool.execute(input, &context).await });
+        let (state, work) = finished;
+        if state.swap(FINISHED, Ordering::SeqCst) == ABANDONED {
+            work.running.fetch_sub(1, Ordering::SeqCst);
+        }
+        result
     });
     let raw = match tokio::time::timeout(limits.timeout, task).await {
-        Err(_elapsed) => return Err(timed_out(name, limits.timeout)),
+        Err(_elapsed) => {
+            // Counted first, so the finishing thread can never take away what is not there.
+            work.running.fetch_add(1, Ordering::SeqCst);
+            if state
+                .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                // It finished in the meantime: nothing is left running.
+                work.running.fetch_sub(1, Ordering::SeqCst);
+            }
+            return Err(timed_out(name, limits.timeout));
+        }
         Ok(Err(join)) => {
             return Err(ToolError::new(format!(
                 "the tool `{name}` stopped unexpectedly: {}",
@@ -71,7 +162,7 @@ pub(crate) async fn execute(
 /// itself, like a direct `read`).
 pub(crate) async fn with_deadline<T>(
     name: &str,
-    limits: CallLimits,
+    limits: &CallLimits,
     work: impl Future<Output = Result<T, ToolError>>,
 ) -> Result<T, ToolError> {
     tokio::time::timeout(limits.timeout, work)

@@ -118,7 +118,7 @@ pub mod context;
 mod convert;
 mod decode;
 pub mod edits;
-mod guard;
+pub(crate) mod guard;
 pub mod located;
 mod platform;
 mod profile;
@@ -131,6 +131,7 @@ mod tool;
 
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
 pub use edits::{EditPolicy, EditReport};
+pub use guard::AbandonedWork;
 /// The model boundary, from `ishiki-model` (core's modules name it `crate::message`).
 pub(crate) use ishiki_model as message;
 pub use ishiki_model::{

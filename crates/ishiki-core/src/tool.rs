@@ -187,7 +187,7 @@ impl DirectCall<'_> {
             self.name,
             input,
             self.context,
-            self.limits,
+            &self.limits,
         )
         .await
     }

@@ -81,7 +81,8 @@ impl Tool for CodemodeTool {
         // Date.now() in the program is the runtime's clock, so scenario runs stay deterministic.
         let clock_ms = crate::clock::unix_millis(call.shared.clock.now());
         let outcome = sandbox.run_at(code, callable, clock_ms).await?;
-        let (display, lifetimes) = codemode_display(call.shared, outcome, call.limits).await?;
+        let (display, lifetimes) =
+            codemode_display(call.shared, outcome, call.limits.clone()).await?;
         call.emit_with(display, &lifetimes)
     }
 }
@@ -117,7 +118,7 @@ impl CallableTool for ProgramTool {
             &self.name,
             input,
             &self.context,
-            self.limits,
+            &self.limits,
         )
         .await
         .map_err(|e| ToolFailure::new(e.message()))
@@ -138,7 +139,7 @@ fn callable_tools(
         .iter()
         .map(|d| d.name.clone())
         .collect();
-    let limits = CallLimits::from_profile(&shared.assembly.profile.tools);
+    let limits = CallLimits::from_profile(&shared.assembly.profile.tools, shared.abandoned.clone());
     let mut out: Vec<Arc<dyn CallableTool>> = Vec::new();
     for name in available {
         let Some((def, tool)) = tools
@@ -164,7 +165,7 @@ fn callable_tools(
                 from_program: true,
                 ..context.clone()
             },
-            limits,
+            limits: limits.clone(),
         }));
     }
     out
@@ -214,7 +215,7 @@ async fn codemode_display(
         .collect();
     urls.sort_unstable();
     urls.dedup();
-    let resolved = crate::guard::with_deadline("codemode", limits, async {
+    let resolved = crate::guard::with_deadline("codemode", &limits, async {
         let mut resolved = HashMap::new();
         for url in urls {
             resolved.insert(url.to_owned(), shared.center.read(url).await);

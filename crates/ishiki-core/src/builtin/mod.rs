@@ -50,6 +50,7 @@ pub(crate) struct SharedParts {
     pub(crate) vision_target: Option<String>,
     pub(crate) image_input: bool,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) abandoned: Arc<crate::guard::AbandonedWork>,
 }
 
 /// [`SharedParts`] plus the catalog and the assembled profile.
@@ -64,6 +65,8 @@ pub(crate) struct Shared {
     pub(crate) vision_target: Option<String>,
     pub(crate) image_input: bool,
     pub(crate) clock: Arc<dyn Clock>,
+    /// Where tool calls abandoned at their deadline are counted (crate::guard).
+    pub(crate) abandoned: Arc<crate::guard::AbandonedWork>,
     pub(crate) assembly: Assembly,
     catalog: Mutex<Catalog>,
     /// Retrieval telemetry: the latest searches of this conversation (query, hit names).
@@ -80,6 +83,7 @@ impl Shared {
             artifacts: parts.artifacts,
             assets: parts.assets,
             workspace: parts.workspace,
+            abandoned: parts.abandoned,
             platform: parts.platform,
             vision: parts.vision,
             vision_target: parts.vision_target,

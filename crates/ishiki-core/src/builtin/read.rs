@@ -110,7 +110,7 @@ impl Tool for ReadTool {
         call: &DirectCall<'_>,
     ) -> Result<DirectOutput, ToolError> {
         let read = read_direct(&self.shared, call.outlet, &input);
-        crate::guard::with_deadline(call.name, call.limits, read).await
+        crate::guard::with_deadline(call.name, &call.limits, read).await
     }
 }
 

@@ -132,7 +132,10 @@ impl Runtime {
             from_program: false,
         };
         // Every call has a deadline and a result cap (issue 13); a program has its own limits.
-        let limits = crate::guard::CallLimits::from_profile(&self.shared.assembly.profile.tools);
+        let limits = crate::guard::CallLimits::from_profile(
+            &self.shared.assembly.profile.tools,
+            self.shared.abandoned.clone(),
+        );
         let direct = DirectCall {
             tool: tool.clone(),
             name: &call.name,

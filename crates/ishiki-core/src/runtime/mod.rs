@@ -73,9 +73,18 @@ pub struct RuntimeBuilder {
     pub(crate) programs: builtin::ProgramSettings,
     edit_policy: EditPolicy,
     window: Option<Window>,
+    abandoned: Option<Arc<crate::guard::AbandonedWork>>,
 }
 
 impl RuntimeBuilder {
+    /// Where this runtime counts tool calls abandoned at their deadline that still run
+    /// (default: [`AbandonedWork::process`](crate::AbandonedWork::process), shared by every
+    /// runtime of the process). At the limit, a new call fails at once.
+    pub fn abandoned_work(mut self, work: Arc<crate::guard::AbandonedWork>) -> Self {
+        self.abandoned = Some(work);
+        self
+    }
+
     /// The main model's window (default: `contextWindow` and `maxOutputTokens` of its
     /// models.yaml entry, when set). Without a window the context engine only estimates.
     pub fn window(mut self, window: Window) -> Self {
@@ -368,6 +377,7 @@ impl Runtime {
             programs: builtin::ProgramSettings::default(),
             edit_policy: EditPolicy::default(),
             window: None,
+            abandoned: None,
         }
     }
 
@@ -396,6 +406,11 @@ impl Runtime {
     /// The number of model requests committed or attempted so far.
     pub fn step(&self) -> u64 {
         self.step
+    }
+
+    /// Where this runtime's abandoned tool calls are counted (how many still run, the limit).
+    pub fn abandoned_work(&self) -> &Arc<crate::guard::AbandonedWork> {
+        &self.shared.abandoned
     }
 
     /// The assembled profile.

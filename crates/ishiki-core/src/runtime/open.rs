@@ -67,6 +67,10 @@ impl Runtime {
             vision_target: assembly.vision.as_ref().map(|v| v.name.clone()),
             image_input: assembly.image_input,
             clock: b.clock,
+            abandoned: b
+                .abandoned
+                .clone()
+                .unwrap_or_else(crate::guard::AbandonedWork::process),
         };
         let shared = Arc::new(Shared::new(parts, Catalog::new(toolsearch_on), assembly));
 

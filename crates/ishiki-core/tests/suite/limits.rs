@@ -177,6 +177,52 @@ async fn a_tool_that_blocks_its_thread_fails_at_the_deadline_and_the_host_goes_o
     assert_eq!(after.text, "xxx");
 }
 
+/// Tools that never return keep their threads after their deadline; a burst of them must not
+/// take the blocking pool: past the limit of abandoned work, a call fails at once, saying why,
+/// and the count falls as abandoned calls finish.
+#[tokio::test]
+async fn abandoned_calls_are_counted_and_past_their_limit_a_call_fails_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gate = Arc::new(Gate::default());
+    let work = ishiki_core::AbandonedWork::new(2);
+    let mut rt = Runtime::builder(
+        assembly("tools: { timeoutMs: 100 }\n", "seeing"),
+        dir.path(),
+    )
+    .clock(clock_at(Duration::ZERO))
+    .codemode_worker(WorkerSpawn::InProcess)
+    .durability(Durability::Normal)
+    .abandoned_work(work.clone())
+    .tool(Arc::new(Stall { gate: gate.clone() }))
+    .tool(Arc::new(Big))
+    .build()
+    .expect("the runtime builds");
+    for id in ["c1", "c2"] {
+        let report = run(&mut rt, id, "stall", json!({})).await;
+        assert_eq!(report.text, STALLED);
+    }
+    assert_eq!(rt.abandoned_work().running(), 2);
+    // At the limit: not started, whatever the tool (a quick one too), and said so.
+    let refused = run(&mut rt, "c3", "big", json!({ "n": 3 })).await;
+    assert!(refused.is_error);
+    assert_eq!(refused.error_kind, Some(ToolErrorKind::Limit));
+    assert_eq!(
+        refused.text,
+        "the tool `big` was not started: 2 earlier tool calls of this process are still running after their deadline (at most 2 may be); try again later"
+    );
+    // The abandoned calls return: the count falls to zero and calls run again.
+    gate.open();
+    for _ in 0..200 {
+        if work.running() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(work.running(), 0);
+    let after = run(&mut rt, "c4", "big", json!({ "n": 3 })).await;
+    assert_eq!((after.is_error, after.text.as_str()), (false, "xxx"));
+}
+
 const TOO_BIG: &str = "the result of the tool `big` is larger than 1000 bytes (tools.maxResultBytes): ask it for less";
 
 #[tokio::test]
