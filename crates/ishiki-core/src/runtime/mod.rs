@@ -210,6 +210,9 @@ impl Entry {
     }
 }
 
+/// A tool message as folded: how many of its parts were folded, the message, its raw tokens.
+type FoldedMessage = (usize, Arc<Message>, u64);
+
 /// History as a request shows it, before the catalog delta and the edit planner.
 #[derive(Debug)]
 struct Projected {
@@ -348,7 +351,7 @@ pub struct Runtime {
     context_config: ContextConfig,
     window: Option<Window>,
     /// Folded versions of tool messages: message id → (folded results, message, raw tokens).
-    fold_cache: Mutex<HashMap<String, (usize, Arc<Message>, u64)>>,
+    fold_cache: Mutex<HashMap<String, FoldedMessage>>,
     media_cache: Mutex<HashMap<String, Result<Option<String>, String>>>,
     /// Held for the runtime's lifetime; the last field, so it is released after the store.
     _state_lock: state_dir::StateLock,
