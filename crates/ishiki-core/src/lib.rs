@@ -119,6 +119,7 @@ mod decode;
 pub mod edits;
 mod guard;
 pub mod located;
+pub mod markup;
 mod platform;
 mod profile;
 mod rejection;
