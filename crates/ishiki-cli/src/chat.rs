@@ -15,6 +15,7 @@ use ishiki_core::{
 };
 use ishiki_provider::{HttpConfig, HttpModel, ModelFamily, Protocol, StreamEvent, Thinking};
 
+use crate::pretty::EscapingWriter;
 use crate::runner::Exit;
 
 /// Options of `ishiki chat`.
@@ -50,13 +51,20 @@ pub fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Exit {
-    match run_inner(options, input, out) {
+    // Everything chat prints comes from the provider, tools, files or errors about them: no
+    // control character reaches the terminal unescaped.
+    let mut out = EscapingWriter::new(out);
+    let mut err = EscapingWriter::new(err);
+    let exit = match run_inner(options, input, &mut out) {
         Ok(()) => Exit::Ok,
         Err((exit, message)) => {
             let _ = writeln!(err, "ishiki: {message}");
             exit
         }
-    }
+    };
+    let _ = out.flush();
+    let _ = err.flush();
+    exit
 }
 
 type Failure = (Exit, String);

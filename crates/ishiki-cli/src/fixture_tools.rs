@@ -11,7 +11,7 @@ use ishiki_core::{
     ModelError, Outgoing, Platform, Tool, ToolContext, ToolDef, ToolError, VisionModel,
     WorkspaceScheme,
 };
-use ishiki_resources::{ReadResult, ResourceError, ResourceErrorKind, SchemeHandler};
+use ishiki_resources::{ReadLimit, ReadResult, ResourceError, ResourceErrorKind, SchemeHandler};
 use serde_json::{Value, json};
 use url::Url;
 
@@ -244,6 +244,11 @@ impl SchemeHandler for ExampleScheme {
     }
 
     async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError> {
+        self.read_limited(url, ReadLimit::DEFAULT).await
+    }
+
+    /// The size follows from `?lines=N`: it is checked before any text is made.
+    async fn read_limited(&self, url: &Url, limit: ReadLimit) -> Result<ReadResult, ResourceError> {
         let lines = url
             .query_pairs()
             .find(|(k, _)| k == "lines")
@@ -255,6 +260,8 @@ impl SchemeHandler for ExampleScheme {
                 )
             })?;
         let host = url.host_str().unwrap_or_default();
+        // A "large text line N" or "read K line N" line is at most 64 bytes.
+        limit.check(url, lines.saturating_mul(64))?;
         let text = match host {
             "large.text" => large_text(lines, None).replace("report line", "large text line"),
             "counter" => {
@@ -329,5 +336,26 @@ impl Platform for RecordingPlatform {
     fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError> {
         lock(&self.sent).push(outgoing.clone());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_of_huge_generated_text_ends_with_the_read_limit_not_an_allocation() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let url = Url::parse("example://large.text?lines=18446744073709551615").expect("url");
+        let error = runtime
+            .block_on(ExampleScheme::default().read_limited(&url, ReadLimit::DEFAULT))
+            .expect_err("over the limit");
+        assert_eq!(error.kind(), ResourceErrorKind::TooLarge);
+        assert_eq!(
+            error.to_string(),
+            "`example://large.text?lines=18446744073709551615` would be about 18446744073709551615 bytes, over the read limit of 67108864 bytes: ask for less"
+        );
     }
 }

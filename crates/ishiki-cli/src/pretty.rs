@@ -39,6 +39,77 @@ fn is_unsafe_control(c: char) -> bool {
     c.is_control() && c != '\n' && c != '\t'
 }
 
+/// A writer that shows every control character but `\n` and `\t` escaped, like
+/// [`render_event`], whatever is written through it: `ishiki chat` prints provider text, tool
+/// names, file contents and errors through one, so none of them can set the window title,
+/// clear the screen or write the clipboard (OSC, CSI, OSC 52). A UTF-8 sequence split across
+/// writes is held until it is whole (C1 controls such as U+009B are two bytes); invalid bytes
+/// are shown as U+FFFD.
+#[derive(Debug)]
+pub(crate) struct EscapingWriter<W> {
+    inner: W,
+    pending: Vec<u8>,
+}
+
+impl<W: std::io::Write> EscapingWriter<W> {
+    pub(crate) fn new(inner: W) -> Self {
+        Self {
+            inner,
+            pending: Vec::new(),
+        }
+    }
+
+    fn drain(&mut self, whole: bool) -> std::io::Result<()> {
+        let mut text = String::new();
+        let mut rest: &[u8] = &self.pending;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(valid) => {
+                    text.push_str(valid);
+                    rest = &[];
+                    break;
+                }
+                Err(e) => {
+                    let (valid, after) = rest.split_at(e.valid_up_to());
+                    text.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                    match e.error_len() {
+                        Some(bad) => {
+                            text.push(char::REPLACEMENT_CHARACTER);
+                            rest = &after[bad..];
+                        }
+                        // An incomplete sequence at the end: wait for its other bytes.
+                        None if !whole => {
+                            rest = after;
+                            break;
+                        }
+                        None => {
+                            text.push(char::REPLACEMENT_CHARACTER);
+                            rest = &[];
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let held = rest.to_vec();
+        self.pending = held;
+        self.inner.write_all(escape_controls(&text).as_bytes())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for EscapingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        self.drain(false)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.drain(true)?;
+        self.inner.flush()
+    }
+}
+
 fn render_raw(event: &Event) -> String {
     let mut out = String::new();
     match event {
@@ -198,6 +269,29 @@ fn indent(out: &mut String, prefix: &str, text: &str) {
 mod tests {
     use super::*;
     use crate::transcript::sample_events;
+
+    #[test]
+    fn terminal_escape_sequences_written_through_the_escaping_writer_never_reach_the_terminal() {
+        use std::io::Write as _;
+        let mut out = EscapingWriter::new(Vec::new());
+        // Window title (OSC 0), clipboard write (OSC 52), screen clear (CSI 2J), the 8-bit CSI
+        // U+009B split across two writes, and an invalid byte.
+        writeln!(
+            out,
+            "a\u{1b}]0;pwned\u{7}b\u{1b}]52;c;aGk=\u{7}c\u{1b}[2J\td"
+        )
+        .expect("write");
+        let csi = "\u{9b}".as_bytes();
+        out.write_all(&csi[..1]).expect("write");
+        out.write_all(&csi[1..]).expect("write");
+        out.write_all(b"31m\xffe").expect("write");
+        out.flush().expect("flush");
+        let shown = String::from_utf8(out.inner).expect("utf-8");
+        assert_eq!(
+            shown,
+            "a\\u{1b}]0;pwned\\u{7}b\\u{1b}]52;c;aGk=\\u{7}c\\u{1b}[2J\td\n\\u{9b}31m\u{fffd}e"
+        );
+    }
 
     #[test]
     fn pretty_transcript_reads_for_a_person() {

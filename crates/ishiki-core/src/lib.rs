@@ -120,6 +120,7 @@ mod decode;
 pub mod edits;
 pub(crate) mod guard;
 pub mod located;
+pub mod markup;
 mod platform;
 mod profile;
 mod rejection;

@@ -88,10 +88,17 @@ pub fn parse(text: &str, schema_of: &dyn Fn(&str) -> Option<Value>) -> Vec<Segme
 #[doc(hidden)]
 pub fn parse_counted(text: &str, schema_of: &dyn Fn(&str) -> Option<Value>) -> (Vec<Segment>, u64) {
     let scan = Scan::new(text);
+    let mut quiet = Quiet::new(text);
     let mut segments = Vec::new();
     let mut text_start = 0;
+    let mut search_from = 0;
     let mut calls = 0;
-    while let Some(open) = scan.find_open(text_start) {
+    while let Some(open) = scan.find_open(search_from) {
+        // A call inside `<think>` or code is text: the model showed it, it did not make it.
+        if let Some(end) = quiet.holding(search_from, open) {
+            search_from = end;
+            continue;
+        }
         push_text(&mut segments, &text[text_start..open]);
         if calls == MAX_CALLS {
             segments.push(Segment::Malformed {
@@ -112,9 +119,115 @@ pub fn parse_counted(text: &str, schema_of: &dyn Fn(&str) -> Option<Value>) -> (
             },
         });
         text_start = end;
+        search_from = end;
     }
     push_text(&mut segments, &text[text_start..]);
     (segments, scan.work.get())
+}
+
+/// Where calls are not read: `<think>…</think>` (to the end when unclosed) and code — a run
+/// of backticks up to the next run of the same length, as Markdown reads inline code and
+/// fences (a run with no partner is a literal backtick). Regions are taken leftmost first, as
+/// Markdown does, from where the parser stands: backticks inside a call's arguments never
+/// start a region. Every cursor only moves forward, so the work stays linear.
+struct Quiet<'a> {
+    text: &'a str,
+    /// Backtick runs as (start, length), and each run's next run of the same length.
+    runs: Vec<(usize, usize)>,
+    partner: Vec<Option<usize>>,
+    run: usize,
+    /// The last `<think>` search: from where, and the region found (`None`: none after it).
+    think: Option<(usize, Option<(usize, usize)>)>,
+}
+
+const THINK: &str = "<think>";
+const THINK_END: &str = "</think>";
+
+impl<'a> Quiet<'a> {
+    fn new(text: &'a str) -> Self {
+        let bytes = text.as_bytes();
+        let mut runs = Vec::new();
+        let mut k = 0;
+        while k < bytes.len() {
+            if bytes[k] == b'`' {
+                let start = k;
+                while k < bytes.len() && bytes[k] == b'`' {
+                    k += 1;
+                }
+                runs.push((start, k - start));
+            } else {
+                k += 1;
+            }
+        }
+        let mut partner = vec![None; runs.len()];
+        let mut last_of_length = std::collections::HashMap::new();
+        for (i, &(_, length)) in runs.iter().enumerate().rev() {
+            partner[i] = last_of_length.insert(length, i);
+        }
+        Self {
+            text,
+            runs,
+            partner,
+            run: 0,
+            think: None,
+        }
+    }
+
+    /// The first `<think>` region starting at or after `from`.
+    fn next_think(&mut self, from: usize) -> Option<(usize, usize)> {
+        if let Some((searched, found)) = self.think
+            && searched <= from
+        {
+            match found {
+                None => return None,
+                Some(region) if region.0 >= from => return Some(region),
+                Some(_) => {}
+            }
+        }
+        let found = self.text.get(from..)?.find(THINK).map(|i| {
+            let at = from + i;
+            let end = self.text[at..]
+                .find(THINK_END)
+                .map_or(self.text.len(), |j| at + j + THINK_END.len());
+            (at, end)
+        });
+        self.think = Some((from, found));
+        found
+    }
+
+    /// The first code region whose opening run starts at or after `from`.
+    fn next_code(&mut self, from: usize) -> Option<(usize, usize)> {
+        while let Some(&(start, _)) = self.runs.get(self.run) {
+            if start < from || self.partner[self.run].is_none() {
+                self.run += 1;
+                continue;
+            }
+            let close = self.partner[self.run]?;
+            let (close_start, length) = self.runs[close];
+            return Some((start, close_start + length));
+        }
+        None
+    }
+
+    /// The end of the quiet region that holds `open`, taking regions from `from` on.
+    fn holding(&mut self, from: usize, open: usize) -> Option<usize> {
+        let mut at = from;
+        loop {
+            let region = match (self.next_think(at), self.next_code(at)) {
+                (Some(t), Some(c)) => Some(if t.0 <= c.0 { t } else { c }),
+                (t, c) => t.or(c),
+            };
+            match region {
+                Some((start, end)) if start <= open => {
+                    if end > open {
+                        return Some(end);
+                    }
+                    at = end;
+                }
+                _ => return None,
+            }
+        }
+    }
 }
 
 /// The last answer of a search for one needle: searched from `from`, the next occurrence is

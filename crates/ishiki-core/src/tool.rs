@@ -204,9 +204,43 @@ impl DirectCall<'_> {
         display: Display,
         lifetimes: &[Lifetime],
     ) -> Result<DirectOutput, ToolError> {
-        let emitted = self.outlet.emit(self.name, display)?;
+        let emitted = self.outlet.emit(self.name, cap_media(display))?;
         Ok(DirectOutput::from_emitted(emitted, lifetimes))
     }
+}
+
+/// The most media items one tool result shows the model; a program's `attachments[]` has the
+/// same cap. More would queue for hundreds of requests and keep later images out.
+pub(crate) const MAX_MEDIA_PER_RESULT: usize = 32;
+
+/// Keeps the first [`MAX_MEDIA_PER_RESULT`] media items of a display and puts one note where
+/// the rest would have been shown.
+fn cap_media(display: Display) -> Display {
+    let total = display
+        .parts
+        .iter()
+        .filter(|p| matches!(p, DisplayPart::Media(_)))
+        .count();
+    if total <= MAX_MEDIA_PER_RESULT {
+        return display;
+    }
+    let mut kept = 0;
+    let mut parts = Vec::with_capacity(display.parts.len() - (total - MAX_MEDIA_PER_RESULT) + 1);
+    for part in display.parts {
+        match part {
+            DisplayPart::Media(media) if kept < MAX_MEDIA_PER_RESULT => {
+                kept += 1;
+                parts.push(DisplayPart::Media(media));
+            }
+            DisplayPart::Media(_) => {}
+            DisplayPart::Text(text) => parts.push(DisplayPart::Text(text)),
+        }
+    }
+    parts.push(DisplayPart::Text(format!(
+        "[{} more media items of this result were left out: a result shows at most {MAX_MEDIA_PER_RESULT}]",
+        total - MAX_MEDIA_PER_RESULT
+    )));
+    Display { parts }
 }
 
 /// The outcome of a direct call as the model will see it: text, attachments with their

@@ -64,7 +64,7 @@ mod message;
 pub use error::{ModelError, ModelErrorKind};
 pub use message::{
     DeltaEntry, MediaPart, Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall,
-    ToolSpec, Usage,
+    ToolSpec, Usage, framed_result,
 };
 
 /// A model: request in, response out.

@@ -493,9 +493,7 @@ fn text_of(part: &Part, with_text: bool) -> Option<String> {
         Part::Image(m) => Some(media_marker("image", m, "not shown in this message")),
         Part::Audio(m) => Some(media_marker("audio", m, "not accepted by this api")),
         Part::ToolCall { id, name, input } => Some(format!("[call {id}: {name} {input}]")),
-        Part::ToolResult { call_id, text, .. } => {
-            Some(format!("[result of call {call_id}]\n{text}"))
-        }
+        Part::ToolResult { call_id, text, .. } => Some(ishiki_model::framed_result(call_id, text)),
         Part::Reasoning(_) => None,
     }
 }

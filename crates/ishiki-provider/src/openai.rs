@@ -147,7 +147,7 @@ fn render_message(
                     }
                     Part::ToolResult { call_id, text, .. } => orphans.push(json!({
                         "type": "text",
-                        "text": format!("[result of call {call_id}]\n{text}"),
+                        "text": ishiki_model::framed_result(call_id, text),
                     })),
                     other => orphans.extend(user_parts(std::slice::from_ref(other), with_text)),
                 }
@@ -220,7 +220,7 @@ fn user_parts(parts: &[Part], with_text: bool) -> Vec<Value> {
             })),
             Part::ToolResult { call_id, text, .. } => out.push(json!({
                 "type": "text",
-                "text": format!("[result of call {call_id}]\n{text}"),
+                "text": ishiki_model::framed_result(call_id, text),
             })),
             Part::Reasoning(_) => {}
         }

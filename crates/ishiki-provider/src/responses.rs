@@ -378,7 +378,7 @@ fn user_parts(parts: &[Part], with_text: bool) -> Vec<Value> {
                 out.push(input_text(format!("[call {id}: {name} {input}]")));
             }
             Part::ToolResult { call_id, text, .. } => {
-                out.push(input_text(format!("[result of call {call_id}]\n{text}")));
+                out.push(input_text(ishiki_model::framed_result(call_id, text)));
             }
         }
     }

@@ -8,7 +8,8 @@ use url::Url;
 
 use crate::file_view::FileView;
 use crate::{
-    FileScheme, ReadResult, ReadSource, ResourceError, ResourceErrorKind, SchemeHandler, parse_url,
+    FileScheme, ReadLimit, ReadResult, ReadSource, ResourceError, ResourceErrorKind, SchemeHandler,
+    parse_url,
 };
 
 /// Routes resource URLs to scheme handlers registered at run time.
@@ -17,12 +18,26 @@ use crate::{
 #[derive(Debug, Clone, Default)]
 pub struct ResourceCenter {
     handlers: Arc<RwLock<BTreeMap<String, Arc<dyn SchemeHandler>>>>,
+    /// Passed to every handler with every read.
+    limit: ReadLimit,
 }
 
 impl ResourceCenter {
     /// An empty center: no scheme is readable until a handler is registered.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// This center with `limit` for every read ([`ReadLimit::DEFAULT`] otherwise). Clones made
+    /// before share the handlers but keep their own limit.
+    pub fn with_read_limit(mut self, limit: ReadLimit) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// The limit every handler gets with a read.
+    pub fn read_limit(&self) -> ReadLimit {
+        self.limit
     }
 
     /// Registers (or replaces) the handler for its scheme.
@@ -65,12 +80,12 @@ impl ResourceCenter {
         let parsed = parse_url(url)?;
         let handler = self.route(&parsed)?;
         handler.check_url_text(url)?;
-        handler.read(&parsed).await
+        handler.read_limited(&parsed, self.limit).await
     }
 
     /// Like [`ResourceCenter::read`], for an already parsed URL.
     pub async fn read_url(&self, url: &Url) -> Result<ReadResult, ResourceError> {
-        self.route(url)?.read(url).await
+        self.route(url)?.read_limited(url, self.limit).await
     }
 
     fn route(&self, url: &Url) -> Result<Arc<dyn SchemeHandler>, ResourceError> {
@@ -104,8 +119,12 @@ impl SchemeHandler for FileSchemeHandler {
     }
 
     async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError> {
+        self.read_limited(url, ReadLimit::DEFAULT).await
+    }
+
+    async fn read_limited(&self, url: &Url, limit: ReadLimit) -> Result<ReadResult, ResourceError> {
         let view = FileView::from_url(url)?;
-        let bytes = self.inner.load(url).await?;
+        let bytes = self.inner.load_limited(url, limit).await?;
         view.apply(url, bytes, self.inner.is_snapshot())
     }
 

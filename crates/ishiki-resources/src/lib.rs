@@ -139,7 +139,7 @@ pub use asset::{
 pub use center::{ResourceCenter, whole_text_source};
 pub use error::{ResourceError, ResourceErrorKind};
 #[cfg(feature = "center")]
-pub use handler::{FileScheme, SchemeHandler};
+pub use handler::{FileScheme, ReadLimit, SchemeHandler};
 #[cfg(feature = "http")]
 pub use http::{HttpOptions, HttpScheme};
 #[cfg(feature = "center")]

@@ -331,9 +331,19 @@ pub fn check_image(bytes: &[u8], max_dimension: u32) -> Result<(u32, u32), Strin
     limits.max_image_height = Some(max_dimension);
     limits.max_alloc = Some(512 * 1024 * 1024);
     reader.limits(limits);
-    let decoded = reader
-        .decode()
-        .map_err(|e| format!("the image is broken and cannot be decoded: {e}"))?;
+    let decoded = reader.decode().map_err(|e| match e {
+        image::ImageError::Limits(_) => format!(
+            "the image is larger than {max_dimension} pixels on a side, or too large to decode"
+        ),
+        e => format!("the image is broken and cannot be decoded: {e}"),
+    })?;
+    if decoded.width() == 0 || decoded.height() == 0 {
+        return Err(format!(
+            "the image is {}x{} pixels: it has nothing to show",
+            decoded.width(),
+            decoded.height()
+        ));
+    }
     Ok((decoded.width(), decoded.height()))
 }
 

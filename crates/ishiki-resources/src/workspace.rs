@@ -148,10 +148,22 @@ impl FileScheme for WorkspaceScheme {
     }
 
     async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
+        self.load_limited(url, crate::ReadLimit::new(u64::MAX))
+            .await
+    }
+
+    /// The file's size is checked against the smaller limit before anything is read.
+    async fn load_limited(
+        &self,
+        url: &Url,
+        limit: crate::ReadLimit,
+    ) -> Result<Vec<u8>, ResourceError> {
         let shown = url.as_str().to_owned();
-        let segments = self.segments(url, &shown)?;
-        let root = self.root.clone();
-        let max = self.max_read_bytes;
+        let (root, segments) = {
+            let segments = self.segments(url, &shown)?;
+            (self.root.clone(), segments)
+        };
+        let max = self.max_read_bytes.min(limit.max_bytes());
         crate::blocking(move || root.read_file(&segments, &shown, max)).await
     }
 }

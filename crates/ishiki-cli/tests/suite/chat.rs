@@ -459,3 +459,28 @@ fn chat_retries_a_request_the_model_refused_as_too_long_once() {
     assert!(out.contains("assistant: done"), "{out}");
     assert_eq!(seen.lock().expect("lock").len(), 2, "one retry, not more");
 }
+
+/// Provider text carries a window title (OSC 0), a clipboard write (OSC 52)
+/// and a screen clear (CSI): chat shows them escaped, never as bytes the terminal obeys.
+#[test]
+fn chat_never_prints_terminal_escape_sequences_from_the_provider() {
+    let hostile = r"\u001b]0;pwned\u0007\u001b]52;c;aGk=\u0007\u001b[2J\u009b31m";
+    let call = format!(
+        r#"{{"id":"r1","object":"chat.completion","model":"m","choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":"look {hostile}","tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"read","arguments":"{{\"url\":\"workspace:///notes.txt\"}}"}}}}]}}}}],"usage":{{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}}}"#
+    );
+    let answer = format!(
+        r#"{{"id":"r2","object":"chat.completion","model":"m","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"done {hostile}"}}}}],"usage":{{"prompt_tokens":20,"completion_tokens":2,"total_tokens":22}}}}"#
+    );
+    let (base, _seen) = replay(vec![call, answer]);
+    let stdout = chat(&base, "openai", b"hi\n");
+    assert!(
+        !stdout
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "{stdout:?}"
+    );
+    assert!(
+        stdout.contains(r"done \u{1b}]0;pwned\u{7}\u{1b}]52;c;aGk=\u{7}\u{1b}[2J\u{9b}31m"),
+        "{stdout}"
+    );
+}

@@ -173,7 +173,7 @@ fn callable_tools(
 
 /// The most attachments one program result may declare (issue 13): more is an error, before
 /// anything is read.
-pub(crate) const MAX_ATTACHMENTS_PER_RESULT: usize = 32;
+pub(crate) const MAX_ATTACHMENTS_PER_RESULT: usize = crate::tool::MAX_MEDIA_PER_RESULT;
 
 /// The display of a program's outcome: the returned value as JSON, captured console output,
 /// then the declared attachments (CM-5..CM-7). Media returned by tools inside the program is

@@ -1,6 +1,7 @@
 //! `send_message` (SEND-*): text and `<img>` references sent to the platform.
 
 use super::*;
+use crate::markup::{Piece, escape_attribute};
 
 /// `send_message({ messages, mode })` (SEND-1, SEND-2).
 #[derive(Debug)]
@@ -55,6 +56,8 @@ impl Tool for SendMessageTool {
         let mut messages = Vec::new();
         let mut images: Vec<OutgoingImage> = Vec::new();
         let mut dropped = Vec::new();
+        // Markup escaped or removed from element-mode messages (tags, attributes).
+        let mut removed: Vec<String> = Vec::new();
         // Each source is read once per call; the count and the bytes of images are capped.
         let mut resolved: HashMap<String, Result<OutgoingImage, String>> = HashMap::new();
         let mut total_bytes = 0_usize;
@@ -63,11 +66,25 @@ impl Tool for SendMessageTool {
                 messages.push(text);
                 continue;
             }
+            let markup = crate::markup::parse(&text);
+            removed.extend(markup.removed);
             let mut out = String::new();
-            let mut rest = text.as_str();
-            while let Some((before, tag, src, after)) = next_img(rest) {
-                out.push_str(before);
-                rest = after;
+            for piece in markup.pieces {
+                let (src, attributes) = match piece {
+                    Piece::Html(html) => {
+                        out.push_str(&html);
+                        continue;
+                    }
+                    Piece::Image { src, attributes } => (src, attributes),
+                };
+                if src.is_empty() {
+                    dropped.push(Dropped {
+                        src,
+                        reason: "the <img> has no src (srcset, data-src and the like are not read)"
+                            .to_owned(),
+                    });
+                    continue;
+                }
                 if images.len() >= MAX_SEND_IMAGES {
                     dropped.push(Dropped {
                         src,
@@ -94,7 +111,10 @@ impl Tool for SendMessageTool {
                     }
                     Some(Ok(image)) => {
                         total_bytes += image.data.len();
-                        out.push_str(tag);
+                        out.push_str(&format!(
+                            "<img src=\"{}\"{attributes}/>",
+                            escape_attribute(&src)
+                        ));
                         images.push(image.clone());
                     }
                     Some(Err(reason)) => dropped.push(Dropped {
@@ -104,7 +124,6 @@ impl Tool for SendMessageTool {
                     None => {}
                 }
             }
-            out.push_str(rest);
             messages.push(out);
         }
         let outgoing = Outgoing {
@@ -120,11 +139,15 @@ impl Tool for SendMessageTool {
                 format!("the platform refused the message: {}", e.message()),
             )
         })?;
-        Ok(json!({
+        let mut result = json!({
             "sent": messages.len(),
             "images": outgoing.images.len(),
             "dropped": dropped,
-        }))
+        });
+        if !removed.is_empty() {
+            result["removed"] = json!(removed);
+        }
+        Ok(result)
     }
 
     fn to_model_output(&self, raw: &Value) -> Display {
@@ -133,11 +156,18 @@ impl Tool for SendMessageTool {
         let mut text = format!("Sent {sent} message(s) with {images} image(s).");
         if let Some(dropped) = raw.get("dropped").and_then(Value::as_array) {
             for d in dropped {
-                text.push_str(&format!(
-                    "\nDropped image {}: {}",
-                    string_field(d, "src"),
-                    string_field(d, "reason")
-                ));
+                let src = string_field(d, "src");
+                let reason = string_field(d, "reason");
+                if src.is_empty() {
+                    text.push_str(&format!("\nDropped an image: {reason}"));
+                } else {
+                    text.push_str(&format!("\nDropped image {src}: {reason}"));
+                }
+            }
+        }
+        if let Some(removed) = raw.get("removed").and_then(Value::as_array) {
+            for r in removed.iter().filter_map(Value::as_str) {
+                text.push_str(&format!("\nRemoved markup: {r}"));
             }
         }
         Display::text(text)
@@ -155,60 +185,22 @@ impl SendMessageTool {
         match self.shared.center.read(src).await {
             Ok(ReadResult::File {
                 media_type, data, ..
-            }) if media_type.starts_with("image/") => Ok(OutgoingImage {
-                src: src.to_owned(),
-                media_type,
-                data,
-            }),
+            }) if media_type.starts_with("image/") => {
+                // The bytes must decode within the profile's dimension limit: a bare signature,
+                // a truncated file, a huge header or a 0×0 image never reaches the platform.
+                let max = self.shared.assembly.profile.attachment.max_image_dimension;
+                ishiki_resources::check_image(&data, max)?;
+                Ok(OutgoingImage {
+                    src: src.to_owned(),
+                    media_type,
+                    data,
+                })
+            }
             Ok(ReadResult::File { media_type, .. }) => {
                 Err(format!("it is {media_type}, not an image"))
             }
             Ok(ReadResult::Text { .. }) => Err("it is text, not an image".to_owned()),
             Err(e) => Err(e.to_string()),
         }
-    }
-}
-
-/// Finds the next `<img … src="…" …/>` (or `>`): text before, the whole tag, the src, the rest.
-fn next_img(text: &str) -> Option<(&str, &str, String, &str)> {
-    let start = text.find("<img")?;
-    let end_rel = text[start..].find('>')?;
-    let end = start + end_rel + 1;
-    let tag = &text[start..end];
-    let src = attribute(tag, "src").unwrap_or_default();
-    Some((&text[..start], tag, src, &text[end..]))
-}
-
-fn attribute(tag: &str, name: &str) -> Option<String> {
-    let key = format!("{name}=");
-    let at = tag.find(&key)? + key.len();
-    let rest = &tag[at..];
-    let quote = rest.chars().next()?;
-    if quote == '"' || quote == '\'' {
-        let inner = &rest[1..];
-        let close = inner.find(quote)?;
-        Some(inner[..close].to_owned())
-    } else {
-        let close = rest
-            .find(|c: char| c.is_whitespace() || c == '/' || c == '>')
-            .unwrap_or(rest.len());
-        Some(rest[..close].to_owned())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn send1_img_tags_are_found_with_either_quote() {
-        let (before, tag, src, after) =
-            next_img("look <img src=\"artifact://codemode/abc.png\"/> ok").expect("a tag");
-        assert_eq!(before, "look ");
-        assert_eq!(tag, "<img src=\"artifact://codemode/abc.png\"/>");
-        assert_eq!(src, "artifact://codemode/abc.png");
-        assert_eq!(after, " ok");
-        assert_eq!(attribute("<img src='a'>", "src").as_deref(), Some("a"));
-        assert_eq!(attribute("<img src=a/>", "src").as_deref(), Some("a"));
     }
 }

@@ -71,15 +71,20 @@ impl Runtime {
         call: &PlannedCall,
         step: u64,
     ) -> (CallReport, Vec<AttachmentRecord>) {
-        let failed_as = |kind: ToolErrorKind, text: String| CallReport {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            is_error: true,
-            error_kind: Some(kind),
-            text,
-            attachments: Vec::new(),
-            continuation: None,
-            missed_by_search: Vec::new(),
+        // An error's text is a tool's output like any other (OUT-1): within the display
+        // budget, archived and paged with a Continue line when longer.
+        let failed_as = |kind: ToolErrorKind, text: String| {
+            let (text, continuation) = error_through_outlet(&self.outlet, &call.name, text);
+            CallReport {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: true,
+                error_kind: Some(kind),
+                text,
+                attachments: Vec::new(),
+                continuation,
+                missed_by_search: Vec::new(),
+            }
         };
         // The runtime's own refusals are about the call itself: the model can fix them.
         let failed = |text: String| failed_as(ToolErrorKind::Input, text);
@@ -194,5 +199,30 @@ impl Runtime {
         } else {
             Vec::new()
         }
+    }
+}
+
+/// The most bytes of an error shown when its whole text cannot be archived for paging.
+const UNARCHIVED_ERROR_BYTES: usize = 4096;
+
+/// An error's text through the outlet: the page the model reads and its continuation. When the
+/// outlet cannot archive a long text, the model reads its start and why the rest is missing.
+fn error_through_outlet(outlet: &Outlet, tool: &str, text: String) -> (String, Option<String>) {
+    let length = text.len();
+    let mut end = length.min(UNARCHIVED_ERROR_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = text[..end].to_owned();
+    match outlet.emit(tool, ishiki_outlet::Display::text(text)) {
+        Ok(emitted) => (emitted.text, emitted.continuation.map(|c| c.url)),
+        Err(_) if end == length => (head, None),
+        Err(e) => (
+            format!(
+                "{head}\n[the error is {length} bytes; the rest is not shown: {}]",
+                e.message()
+            ),
+            None,
+        ),
     }
 }

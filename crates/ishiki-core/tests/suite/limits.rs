@@ -81,6 +81,49 @@ impl Tool for Big {
     }
 }
 
+/// `fail({ n })`: fails with a message of `n` bytes.
+#[derive(Debug)]
+struct Fail;
+
+#[async_trait]
+impl Tool for Fail {
+    fn definition(&self) -> ToolDef {
+        def("fail", json!({ "n": { "type": "integer" } }))
+    }
+
+    async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        let n = input.get("n").and_then(Value::as_u64).unwrap_or(0);
+        Err(ToolError::new("e".repeat(usize::try_from(n).unwrap_or(0))))
+    }
+}
+
+/// `pictures({ n })`: `n` different PNG image blocks, as an MCP tool returns them.
+#[derive(Debug)]
+struct Pictures;
+
+#[async_trait]
+impl Tool for Pictures {
+    fn definition(&self) -> ToolDef {
+        def("pictures", json!({ "n": { "type": "integer" } }))
+    }
+
+    async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        use base64::Engine as _;
+        let n = input.get("n").and_then(Value::as_u64).unwrap_or(0);
+        Ok(Value::Array(
+            (0..n)
+                .map(|k| {
+                    json!({
+                        "type": "image",
+                        "mimeType": "image/png",
+                        "data": base64::engine::general_purpose::STANDARD.encode(png(2, 2, k)),
+                    })
+                })
+                .collect(),
+        ))
+    }
+}
+
 /// A file scheme that serves one PNG for every URL and counts its loads.
 #[derive(Debug)]
 struct Counting {
@@ -331,4 +374,42 @@ fn the_tools_section_has_defaults_and_refuses_zero() {
         zero.message(),
         "tools.timeoutMs: must be at least 1, found 0 (line 2, column 14)"
     );
+}
+
+#[tokio::test]
+async fn a_long_tool_error_is_paged_through_the_outlet_like_a_result() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Fail)], vec![]);
+    let report = run(&mut rt, "c1", "fail", json!({ "n": 2_000_000 })).await;
+    assert!(report.is_error);
+    assert!(
+        report.text.len() < 40_000,
+        "the model reads one page, not {} bytes",
+        report.text.len()
+    );
+    let continuation = report.continuation.expect("the rest is archived and paged");
+    assert!(continuation.starts_with("artifact://"), "{continuation}");
+    // A short error is shown whole, as before.
+    let short = run(&mut rt, "c2", "fail", json!({ "n": 5 })).await;
+    assert_eq!(short.text, "eeeee");
+    assert_eq!(short.continuation, None);
+}
+
+#[tokio::test]
+async fn a_direct_result_shows_at_most_32_media_items_and_says_how_many_were_left_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Pictures)], vec![]);
+    let report = run(&mut rt, "c1", "pictures", json!({ "n": 200 })).await;
+    assert!(!report.is_error, "{}", report.text);
+    assert_eq!(report.attachments.len(), 32);
+    assert!(
+        report.text.ends_with(
+            "[168 more media items of this result were left out: a result shows at most 32]"
+        ),
+        "{}",
+        report.text
+    );
+    let fits = run(&mut rt, "c2", "pictures", json!({ "n": 32 })).await;
+    assert_eq!(fits.attachments.len(), 32);
+    assert!(!fits.text.contains("left out"), "{}", fits.text);
 }

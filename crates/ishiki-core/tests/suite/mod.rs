@@ -9,6 +9,7 @@ mod image_limits;
 mod limits;
 mod runtime;
 mod scale;
+mod send_markup;
 mod state_dir;
 mod store;
 mod text_protocol;

@@ -360,7 +360,10 @@ fn plain_text() -> impl Strategy<Value = String> {
         Just("<tool_call".to_owned()),
         Just("\n\n".to_owned()),
     ]
-    .prop_filter("no call opener", |t| !t.contains("<tool_call>"))
+    // Backticks and `<think>` make a region whose calls are text, not calls.
+    .prop_filter("no call opener", |t| {
+        !t.contains("<tool_call>") && !t.contains('`') && !t.contains("<think>")
+    })
 }
 
 /// Schema typing every argument as the type of its value, like the tool it came from.
@@ -533,4 +536,31 @@ fn tp1_calls_beyond_the_cap_are_refused_in_one_segment() {
         panic!("the rest is refused: {:?}", segments.last());
     };
     assert_eq!(raw, &one.repeat(5));
+}
+
+#[test]
+fn calls_inside_think_or_code_are_text_and_are_not_run() {
+    let written = r#"<tool_call>{"name": "read", "arguments": {}}</tool_call>"#;
+    for quiet in [
+        format!("<think>maybe {written}</think>"),
+        format!("<think>unclosed {written}"),
+        format!("use `{written}` like this"),
+        format!("```\n{written}\n```"),
+    ] {
+        assert_eq!(parse(&quiet, &no_schema), [text(&quiet)], "{quiet}");
+    }
+    // Outside them the call runs, and backticks inside a call's arguments start nothing.
+    let ticked = r#"<tool_call>{"name": "a", "arguments": {"q": "`"}}</tool_call> and <tool_call>{"name": "b", "arguments": {"q": "`"}}</tool_call>"#;
+    let segments = parse(ticked, &no_schema);
+    assert_eq!(
+        segments,
+        [
+            call("a", json!({ "q": "`" })),
+            text(" and "),
+            call("b", json!({ "q": "`" })),
+        ]
+    );
+    // A lone backtick is a literal one.
+    let lone = format!("it costs 5` {written}");
+    assert_eq!(parse(&lone, &no_schema)[1], call("read", json!({})));
 }

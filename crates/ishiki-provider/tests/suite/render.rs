@@ -424,7 +424,7 @@ fn openai_keeps_roles_and_splits_tool_results() {
     // A result whose call is not in the request becomes user text.
     assert_eq!(
         messages[9]["content"][0]["text"],
-        "[result of call orphan]\nresult orphan"
+        "[result of call orphan]\nresult orphan\n[end of result of call orphan]"
     );
     // Media without data is a marker, never an empty image.
     assert_eq!(

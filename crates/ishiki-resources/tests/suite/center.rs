@@ -354,3 +354,69 @@ fn a_workspace_write_keeps_the_replaced_mode_and_refuses_a_read_only_file() {
     assert_eq!(std::fs::read(dir.join("frozen.txt")).unwrap(), b"old");
     assert_eq!(mode_of("frozen.txt"), 0o444);
 }
+
+/// `gen://any/N`: a FileScheme that makes `N` bytes and does not override `load_limited`.
+#[derive(Debug)]
+struct Generated;
+
+#[async_trait]
+impl ishiki_resources::FileScheme for Generated {
+    fn scheme(&self) -> &str {
+        "gen"
+    }
+
+    async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
+        let n = url.path().trim_start_matches('/').parse().unwrap_or(0);
+        Ok(vec![b'a'; n])
+    }
+}
+
+/// Records the limit the center passes with a read.
+#[derive(Debug, Default)]
+struct LimitSeen {
+    seen: Mutex<Vec<u64>>,
+}
+
+#[async_trait]
+impl SchemeHandler for LimitSeen {
+    fn scheme(&self) -> &str {
+        "seen"
+    }
+
+    async fn read(&self, _url: &Url) -> Result<ReadResult, ResourceError> {
+        Err(ResourceError::new(
+            ResourceErrorKind::NotFound,
+            "the center calls read_limited",
+        ))
+    }
+
+    async fn read_limited(
+        &self,
+        url: &Url,
+        limit: ishiki_resources::ReadLimit,
+    ) -> Result<ReadResult, ResourceError> {
+        self.seen.lock().unwrap().push(limit.max_bytes());
+        limit.check(url, 5)?;
+        Ok(ReadResult::Text {
+            text: "seen!".to_owned(),
+            source: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn every_handler_gets_the_centers_read_limit_and_a_result_past_it_is_refused() {
+    let center = ResourceCenter::new().with_read_limit(ishiki_resources::ReadLimit::new(1000));
+    let seen = Arc::new(LimitSeen::default());
+    center.register(seen.clone());
+    center.register_file_scheme(Arc::new(Generated));
+    assert!(center.read("seen://x").await.is_ok());
+    assert_eq!(*seen.seen.lock().unwrap(), [1000]);
+    assert!(center.read("gen://any/1000").await.is_ok());
+    let over = center.read("gen://any/1001").await.expect_err("over");
+    assert_eq!(over.kind(), ResourceErrorKind::TooLarge);
+    assert_eq!(
+        over.to_string(),
+        "`gen://any/1001` would be about 1001 bytes, over the read limit of 1000 bytes: ask for less"
+    );
+}
