@@ -67,56 +67,54 @@ impl ClientHandler for Client {
         client_info(self.elicitor.is_some())
     }
 
-    fn create_elicitation(
+    async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
-    ) -> impl Future<Output = Result<ElicitResult, rmcp::ErrorData>> + MaybeSendFuture + '_ {
-        async move {
-            let Some(elicitor) = &self.elicitor else {
-                return Ok(ElicitResult::new(ElicitationAction::Decline));
-            };
-            let server = self.server.clone();
-            let (asked, schema) = match request {
-                ElicitRequestParams::FormElicitationParams {
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let Some(elicitor) = &self.elicitor else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let server = self.server.clone();
+        let (asked, schema) = match request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => {
+                let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
+                let asked = ElicitRequest::Form {
+                    server,
                     message,
-                    requested_schema,
-                    ..
-                } => {
-                    let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
-                    let asked = ElicitRequest::Form {
-                        server,
-                        message,
-                        schema: schema.clone(),
-                    };
-                    (asked, Some(schema))
+                    schema: schema.clone(),
+                };
+                (asked, Some(schema))
+            }
+            ElicitRequestParams::UrlElicitationParams { message, url, .. } => (
+                ElicitRequest::Url {
+                    server,
+                    message,
+                    url,
+                },
+                None,
+            ),
+            _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
+        };
+        Ok(match elicitor.elicit(asked).await {
+            ElicitAnswer::Accept(mut content) => {
+                if let Some(schema) = &schema {
+                    apply_defaults(schema, &mut content);
                 }
-                ElicitRequestParams::UrlElicitationParams { message, url, .. } => (
-                    ElicitRequest::Url {
-                        server,
-                        message,
-                        url,
-                    },
-                    None,
-                ),
-                _ => return Ok(ElicitResult::new(ElicitationAction::Decline)),
-            };
-            Ok(match elicitor.elicit(asked).await {
-                ElicitAnswer::Accept(mut content) => {
-                    if let Some(schema) = &schema {
-                        apply_defaults(schema, &mut content);
-                    }
-                    let accepted = ElicitResult::new(ElicitationAction::Accept);
-                    if schema.is_some() {
-                        accepted.with_content(Value::Object(content))
-                    } else {
-                        accepted
-                    }
+                let accepted = ElicitResult::new(ElicitationAction::Accept);
+                if schema.is_some() {
+                    accepted.with_content(Value::Object(content))
+                } else {
+                    accepted
                 }
-                ElicitAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
-                _ => ElicitResult::new(ElicitationAction::Cancel),
-            })
-        }
+            }
+            ElicitAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
+            _ => ElicitResult::new(ElicitationAction::Cancel),
+        })
     }
 
     fn on_tool_list_changed(
