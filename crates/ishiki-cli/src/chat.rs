@@ -3,7 +3,9 @@
 //! SQLite store. Each line on standard input is a user message; the model then runs steps until
 //! it answers without tool calls. Answers stream: text is printed as it arrives and tool calls
 //! as they start; each step prints its token usage (input, cache read, cache write, output) and
-//! each turn the session's total, so a user sees whether the prompt cache works.
+//! each turn the session's total, so a user sees whether the prompt cache works. The profile's
+//! MCP servers (`mcp.servers`, local or remote) are connected at the start, and a server's
+//! changed tool list is listed again before each step.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -288,9 +290,23 @@ fn run_inner(
     } else {
         ishiki_core::EditPolicy::Immediate
     };
+    // The profile's MCP servers (local and remote) start once for the session; one that does
+    // not start is reported and the session goes on without it.
+    let configs = ishiki_mcp::McpServerConfig::from_profile(&assembly.profile);
+    let (servers, errors) = tokio.block_on(ishiki_mcp::start_all(&configs));
+    for error in &errors {
+        writeln!(out, "[mcp] {error}").map_err(|e| failed(&e))?;
+    }
     let mut builder = Runtime::builder(assembly, &options.state)
         .edit_policy(policy)
         .window(window);
+    for server in &servers {
+        let (tools, left_out) = ishiki_mcp::server_tools(server);
+        for error in &left_out {
+            writeln!(out, "[mcp] {error}").map_err(|e| failed(&e))?;
+        }
+        builder = tools.into_iter().fold(builder, |b, t| b.tool(t));
+    }
     if let Some(url) = &options.store {
         builder = builder.store(history_store(url, &options.conversation)?);
     }
@@ -335,6 +351,7 @@ fn run_inner(
             .map_err(|e| failed(&e))?;
         tokio.block_on(turn_loop(
             &mut runtime,
+            &servers,
             &model,
             compactor.as_ref().unwrap_or(&model),
             options.max_steps,
@@ -348,6 +365,7 @@ fn run_inner(
 /// Steps until the model answers without calls (or calls `finish`/`wait`).
 async fn turn_loop(
     runtime: &mut Runtime,
+    servers: &[Arc<ishiki_mcp::McpServer>],
     model: &HttpModel,
     compactor: &HttpModel,
     max_steps: u32,
@@ -360,6 +378,11 @@ async fn turn_loop(
     let mut retried = false;
     let mut steps = 0;
     while steps < max_steps {
+        // A server that said its tool list changed is listed again: new tools join the pool
+        // (the next catalog delta announces them), removed ones are withdrawn.
+        for error in ishiki_mcp::apply_tool_changes(servers, runtime).await {
+            writeln!(out, "[mcp] {error}").map_err(io)?;
+        }
         let mut prepared = runtime.prepare().map_err(|e| failed(&e))?;
         let step = prepared.step;
         if let Some(compaction) = &prepared.compaction {

@@ -8,6 +8,8 @@
 //!   types and the JSON Lines writer (`--format pretty` renders the same events for a person).
 //! * [`chat`] is `ishiki chat`: a live session against an OpenAI- or Anthropic-style endpoint.
 //! * [`search_eval`] is `ishiki search-eval`: tool search quality on a user's own catalog.
+//! * `conformance` (hidden) is `ishiki mcp-conformance-client URL`, the client the official MCP
+//!   conformance suite runs (`cargo xtask mcp-conformance`).
 //!
 //! Inside (private): fixture generation (real PNG, JPEG, GIF and lossless WebP encodings, padded
 //! or corrupted on request), the fixture tools and scripted vision model, `clock` step durations
@@ -43,6 +45,8 @@
 
 pub mod chat;
 mod clock;
+#[doc(hidden)]
+pub mod conformance;
 mod fixture_tools;
 mod fixtures;
 mod interpolate;

@@ -75,6 +75,13 @@ enum Command {
         #[arg(long, value_name = "FILE", required = true)]
         queries: Vec<PathBuf>,
     },
+    /// The client the MCP conformance suite runs: connects to URL over Streamable HTTP, lists
+    /// the tools and calls each (`cargo xtask mcp-conformance`).
+    #[command(hide = true)]
+    McpConformanceClient {
+        /// The suite's test server.
+        url: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -186,6 +193,10 @@ fn main() -> ExitCode {
             );
             ExitCode::from(exit as u8)
         }
+        Command::McpConformanceClient { url } => ExitCode::from(ishiki_cli::conformance::run(
+            &url,
+            &mut std::io::stderr().lock(),
+        )),
         Command::SearchEval { catalog, queries } => {
             let options = SearchEvalOptions {
                 catalogs: catalog,

@@ -128,7 +128,9 @@ struct Runner<'a> {
     /// The scripted compaction model's answers, in order.
     compaction: std::sync::Mutex<std::collections::VecDeque<Result<String, String>>>,
     examples: Arc<ExampleScheme>,
-    mcp_tools: Vec<Arc<dyn ishiki_core::Tool>>,
+    /// The profile's MCP servers, started once; their tools as last listed join every runtime
+    /// built (also after a `restart` step).
+    mcp_servers: Vec<Arc<ishiki_mcp::McpServer>>,
 }
 
 impl<'a> Runner<'a> {
@@ -159,7 +161,7 @@ impl<'a> Runner<'a> {
                     .collect(),
             ),
             examples: Arc::new(ExampleScheme::default()),
-            mcp_tools: Vec::new(),
+            mcp_servers: Vec::new(),
         }
     }
 
@@ -232,8 +234,10 @@ impl<'a> Runner<'a> {
                 ..ishiki_core::Limits::default()
             })
             .durability(ishiki_core::Durability::Normal);
-        for tool in &self.mcp_tools {
-            builder = builder.tool(tool.clone());
+        for server in &self.mcp_servers {
+            // A tool left out was reported as a warning when the server started.
+            let (tools, _left_out) = ishiki_mcp::server_tools(server);
+            builder = tools.into_iter().fold(builder, |b, t| b.tool(t));
         }
         for tool in &self.scenario.tools {
             builder = match tool {
@@ -295,7 +299,10 @@ impl<'a> Runner<'a> {
                 None => self.scenario.base_dir.clone(),
             });
         }
-        let (tools, errors) = ishiki_mcp::connect_all(&configs).await;
+        let (servers, mut errors) = ishiki_mcp::start_all(&configs).await;
+        for server in &servers {
+            errors.extend(ishiki_mcp::server_tools(server).1);
+        }
         // One tool left out (a bad name or schema) does not stop the run; a server that did
         // not start does.
         let (left_out, errors): (Vec<_>, Vec<_>) = errors
@@ -317,7 +324,7 @@ impl<'a> Runner<'a> {
             )?;
             return Ok(Exit::Failed);
         }
-        self.mcp_tools = tools;
+        self.mcp_servers = servers;
         let mut runtime = self.build(assembly.clone())?;
         let mut model_steps = 0u64;
         // With --state a scenario may run again on its own history: a message id already used
@@ -350,6 +357,11 @@ impl<'a> Runner<'a> {
                 }
                 Step::Model(model) => {
                     model_steps += 1;
+                    // A server that sent `notifications/tools/list_changed` is listed again
+                    // first: its new tools join the pool, its removed ones are withdrawn.
+                    let mcp_errors =
+                        ishiki_mcp::apply_tool_changes(&self.mcp_servers, &mut runtime).await;
+                    warnings.extend(mcp_errors.iter().map(ToString::to_string));
                     let mut prepared = runtime.prepare().map_err(failed)?;
                     if prepared.compaction.is_some() {
                         // The scripted compaction model answers in file order; with no answer

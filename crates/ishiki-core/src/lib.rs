@@ -143,8 +143,9 @@ pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, Vis
 pub use profile::ImageLimits;
 pub use profile::{
     Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, CleanupSection, CodemodeSection,
-    MAX_IMAGE_RENDERS_REMOVED, McpSection, McpServerDecl, Modality, ModelCapabilities, ModelDecl,
-    ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget, assemble,
+    MAX_IMAGE_RENDERS_REMOVED, McpAuthDecl, McpSection, McpServerDecl, Modality, ModelCapabilities,
+    ModelDecl, ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget,
+    assemble,
 };
 pub use rejection::image_rejection;
 pub use runtime::{

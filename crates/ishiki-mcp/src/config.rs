@@ -10,13 +10,23 @@ use ishiki_core::{McpServerDecl, Profile};
 /// defined there once.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(McpServerDecl::DEFAULT_TIMEOUT_MS);
 
-/// How to start one MCP server over stdio, and how its tools join the pool.
+/// How to reach one MCP server (a child process over stdio, or a remote server over Streamable
+/// HTTP when [`McpServerConfig::url`] is set), and how its tools join the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
     /// The server's name: tools are named `<name>_<tool>` with origin `mcp:<name>`.
     pub name: String,
-    /// The program to run (looked up on `PATH` when it has no slash).
+    /// The program to run (looked up on `PATH` when it has no slash); unused when `url` is set.
     pub command: String,
+    /// The Streamable HTTP endpoint of a remote server; when set, no process is started.
+    pub url: Option<String>,
+    /// HTTP headers for every request to a remote server; `${NAME}` in a value is replaced by
+    /// the environment variable `NAME` at each connect (an unset one fails the connect,
+    /// naming the variable, never a value).
+    pub headers: BTreeMap<String, String>,
+    /// The environment variable holding a bearer token for a remote server, read at each
+    /// connect and sent as `Authorization: Bearer …`; never shown in any error.
+    pub token_env: Option<String>,
     /// Its arguments.
     pub args: Vec<String>,
     /// Variables added to the inherited environment.
@@ -36,12 +46,31 @@ impl McpServerConfig {
         Self {
             name: name.into(),
             command: command.into(),
+            url: None,
+            headers: BTreeMap::new(),
+            token_env: None,
             args: Vec::new(),
             env: BTreeMap::new(),
             cwd: None,
             resident: false,
             timeout: DEFAULT_TIMEOUT,
         }
+    }
+
+    /// A remote server `name` at the Streamable HTTP endpoint `url`; deferred tools, the
+    /// [`DEFAULT_TIMEOUT`].
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            url: Some(url.into()),
+            ..Self::new(name, "")
+        }
+    }
+
+    /// Adds a header for a remote server (`${NAME}` in the value names an environment
+    /// variable).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
     }
 
     /// Adds arguments.
@@ -82,6 +111,9 @@ impl McpServerConfig {
         McpServerConfig {
             name: name.to_owned(),
             command: decl.command.clone(),
+            url: decl.url.clone(),
+            headers: decl.headers.clone(),
+            token_env: decl.auth.as_ref().map(|a| a.token_env.clone()),
             args: decl.args.clone(),
             env: decl.env.clone(),
             cwd: decl.cwd.as_ref().map(PathBuf::from),

@@ -2,7 +2,11 @@
 //!
 //! Each server declared under the profile's `mcp.servers.<name>` runs as a child process
 //! speaking MCP over stdio (the official Rust SDK `rmcp`, on this crate's own bounded stdio
-//! transport). Its tools become [`ishiki_core::Tool`]s named `<name>_<tool>`, with origin
+//! transport), or, declared with `url`, is a remote server reached over Streamable HTTP (rmcp's
+//! client worker with Ishiki's limits: every reply and SSE event at most 16 MiB, no redirects,
+//! headers and a bearer token from the environment, redacted from every error; an unreachable
+//! server is tried again after a backoff). The client names itself `ishiki` and asks for
+//! protocol `2025-11-25`. Its tools become [`ishiki_core::Tool`]s named `<name>_<tool>`, with origin
 //! `mcp:<name>`, deferred to the toolsearch pool unless the server is `resident`. Register
 //! them on a runtime builder with `.tool(t)`.
 //!
@@ -36,6 +40,11 @@
 //!   request, with the servers from [`start_all`]) lists the tools again, adds new ones to the
 //!   runtime (announced in the next catalog delta) and removes the ones that are gone
 //!   (announced as no longer available; calling one fails with a clear error).
+//!
+//! - A server may ask the person for input mid-call (elicitation): an embedder that gives an
+//!   [`Elicitor`] ([`start_all_with`], [`McpServer::start_with`]) answers forms and URLs, and
+//!   fields left out take the schema's defaults ([`apply_defaults`]); without one the
+//!   capability is not declared and every request is declined.
 //!
 //! Dropping the last handle to a server stops its child process; do it inside a tokio runtime.
 //!
@@ -90,17 +99,22 @@
 //! assert_eq!(map_call_result(&failed, false).unwrap_err(), "no such file");
 //! ```
 
+mod client;
 mod config;
+mod elicit;
 mod error;
+mod http;
 mod names;
 mod result;
 mod server;
+mod stderr;
 mod tool;
 mod transport;
 
 use std::sync::Arc;
 
 pub use config::{DEFAULT_TIMEOUT, McpServerConfig};
+pub use elicit::{AcceptDefaults, ElicitAnswer, ElicitRequest, Elicitor, apply_defaults};
 pub use error::{McpError, McpErrorKind};
 pub use result::{map_call_result, model_result};
 pub use server::{MAX_LIST_BYTES, MAX_LIST_PAGES, MAX_LISTED_TOOLS, McpServer, ToolListChange};
@@ -126,12 +140,27 @@ pub async fn connect_all(
 /// Starts every server concurrently; the servers that started, in config order, and an error
 /// for each that did not. The servers share one naming, so their tools get distinct names.
 pub async fn start_all(configs: &[McpServerConfig]) -> (Vec<Arc<McpServer>>, Vec<McpError>) {
+    start_all_with(configs, None).await
+}
+
+/// [`start_all`] with `elicitor` answering every server's elicitation requests (none: they
+/// are declined and the capability is not declared).
+pub async fn start_all_with(
+    configs: &[McpServerConfig],
+    elicitor: Option<Arc<dyn Elicitor>>,
+) -> (Vec<Arc<McpServer>>, Vec<McpError>) {
     let mut set = tokio::task::JoinSet::new();
     let names = Arc::new(names::ToolNames::default());
     for (index, config) in configs.iter().enumerate() {
         let config = config.clone();
         let names = names.clone();
-        set.spawn(async move { (index, McpServer::start_naming(config, names).await) });
+        let elicitor = elicitor.clone();
+        set.spawn(async move {
+            (
+                index,
+                McpServer::start_naming(config, names, elicitor).await,
+            )
+        });
     }
     let mut outcomes = Vec::new();
     while let Some(joined) = set.join_next().await {

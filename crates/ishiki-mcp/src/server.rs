@@ -3,160 +3,28 @@
 //! `notifications/tools/list_changed` so the tool list can be listed again
 //! ([`McpServer::refresh_tools`]).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::fmt;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, CustomResult, PaginatedRequestParams,
     ServerResult,
 };
-use rmcp::service::{
-    MaybeSendFuture, NotificationContext, Peer, RoleClient, RunningService, ServiceError,
-    ServiceExt,
-};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceError, ServiceExt};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
+use crate::client::{Client, ListChanges};
 use crate::config::McpServerConfig;
+use crate::elicit::Elicitor;
 use crate::error::{McpError, McpErrorKind};
+use crate::http;
 use crate::names::ToolNames;
+use crate::stderr::{StderrTail, lock, read_stderr, wait_for_stderr};
 use crate::transport::{Broken, StdioTransport, undecodable_reason};
-
-/// The last lines a server wrote to stderr, quoted in errors about it.
-#[derive(Debug, Default)]
-struct StderrTail {
-    lines: VecDeque<String>,
-}
-
-const STDERR_LINES: usize = 5;
-const STDERR_LINE_CHARS: usize = 300;
-/// The most bytes of one stderr line kept while it is read: enough for
-/// [`STDERR_LINE_CHARS`] characters of any UTF-8. The rest of a longer line is skipped, so a
-/// server that writes without newlines costs no memory.
-const STDERR_LINE_BYTES: usize = STDERR_LINE_CHARS * 4;
-/// How long a failed start waits for the child's last stderr lines.
-const STDERR_GRACE: Duration = Duration::from_millis(500);
-
-impl StderrTail {
-    fn push(&mut self, line: &str) {
-        let line: String = line.trim_end().chars().take(STDERR_LINE_CHARS).collect();
-        self.keep(line);
-    }
-
-    /// A line cut at the limit, marked so the reader knows more followed.
-    fn push_cut(&mut self, start: &[u8]) {
-        let mut line: String = String::from_utf8_lossy(start)
-            .chars()
-            .take(STDERR_LINE_CHARS)
-            .collect();
-        line.push('…');
-        self.keep(line);
-    }
-
-    fn keep(&mut self, line: String) {
-        if line.trim().is_empty() {
-            return;
-        }
-        if self.lines.len() == STDERR_LINES {
-            self.lines.pop_front();
-        }
-        self.lines.push_back(line);
-    }
-
-    fn quoted(&self) -> String {
-        if self.lines.is_empty() {
-            String::new()
-        } else {
-            let lines: Vec<&str> = self.lines.iter().map(String::as_str).collect();
-            format!(" (its stderr ends: {})", lines.join(" | "))
-        }
-    }
-}
-
-/// Reads a child's stderr to its end into `tail`. At most [`STDERR_LINE_BYTES`] of a line are
-/// held: a line that grows past them is quoted at once, cut, and the rest of it skipped until
-/// its newline, so neither a line without end nor a flood of lines grows the host.
-async fn read_stderr(stderr: impl AsyncRead + Unpin, tail: &Mutex<StderrTail>) {
-    let mut reader = BufReader::new(stderr);
-    let mut line: Vec<u8> = Vec::new();
-    // The current line went past the limit and was quoted already.
-    let mut cut = false;
-    loop {
-        let (used, newline) = {
-            let chunk = match reader.fill_buf().await {
-                Ok(chunk) if !chunk.is_empty() => chunk,
-                _ => break,
-            };
-            let newline = chunk.iter().position(|b| *b == b'\n');
-            let used = newline.map_or(chunk.len(), |i| i + 1);
-            if !cut {
-                let text = &chunk[..newline.unwrap_or(chunk.len())];
-                let room = STDERR_LINE_BYTES - line.len();
-                if text.len() > room {
-                    line.extend_from_slice(&text[..room]);
-                    lock(tail).push_cut(&line);
-                    line.clear();
-                    cut = true;
-                } else {
-                    line.extend_from_slice(text);
-                }
-            }
-            (used, newline.is_some())
-        };
-        reader.consume(used);
-        if newline {
-            if !cut {
-                lock(tail).push(&String::from_utf8_lossy(&line));
-            }
-            line.clear();
-            cut = false;
-        }
-    }
-    if !cut && !line.is_empty() {
-        lock(tail).push(&String::from_utf8_lossy(&line));
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Whether the server said its tool list changed since the list was last read.
-#[derive(Debug, Default)]
-struct ListChanges {
-    pending: AtomicBool,
-    notify: tokio::sync::Notify,
-}
-
-impl ListChanges {
-    fn mark(&self) {
-        self.pending.store(true, Ordering::SeqCst);
-        // A stored permit wakes a waiter that arrives later, too.
-        self.notify.notify_one();
-    }
-}
-
-/// The client side of a connection: the rmcp defaults, plus following
-/// `notifications/tools/list_changed` (rmcp also drops its cached `tools/list` then).
-#[derive(Debug, Clone)]
-struct Client {
-    changes: Arc<ListChanges>,
-}
-
-impl ClientHandler for Client {
-    fn on_tool_list_changed(
-        &self,
-        _context: NotificationContext<RoleClient>,
-    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
-        self.changes.mark();
-        std::future::ready(())
-    }
-}
 
 /// What changed in a server's tool list between two listings, in the server's order.
 #[derive(Debug, Clone, Default)]
@@ -207,7 +75,25 @@ pub struct McpServer {
     duplicates: Mutex<Vec<String>>,
     /// The names given to tools, shared with the servers started alongside this one.
     names: Arc<ToolNames>,
+    /// After a remote server could not be reached: when the next attempt may be made, the
+    /// wait after that one fails, and why it failed (requests before then fail at once).
+    retry: Mutex<Option<Retry>>,
+    /// Who answers the server's elicitation requests; none: they are declined.
+    elicitor: Option<Arc<dyn Elicitor>>,
 }
+
+/// The backoff between attempts to reach a remote server that could not be reached.
+#[derive(Debug, Clone)]
+struct Retry {
+    not_before: tokio::time::Instant,
+    delay: Duration,
+    error: McpError,
+}
+
+/// The first wait after a failed connect to a remote server, doubled per failure up to
+/// [`MAX_RETRY_DELAY`].
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(500);
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 impl fmt::Debug for McpServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -216,12 +102,6 @@ impl fmt::Debug for McpServer {
             .field("starts", &self.starts())
             .finish_non_exhaustive()
     }
-}
-
-/// Waits (boundedly, on failure paths only) until a stopped child's stderr is read to its end,
-/// so an error can quote why it stopped.
-async fn wait_for_stderr(mut done: tokio::sync::watch::Receiver<bool>) {
-    let _ = tokio::time::timeout(STDERR_GRACE, done.wait_for(|done| *done)).await;
 }
 
 /// The most pages one listing may take.
@@ -336,7 +216,16 @@ impl McpServer {
     /// Starts the server and lists its tools; the handshake and the listing each run under the
     /// configured timeout.
     pub async fn start(config: McpServerConfig) -> Result<Arc<McpServer>, McpError> {
-        McpServer::start_naming(config, Arc::default()).await
+        McpServer::start_naming(config, Arc::default(), None).await
+    }
+
+    /// [`McpServer::start`] with `elicitor` answering the server's elicitation requests (the
+    /// client then declares the capability).
+    pub async fn start_with(
+        config: McpServerConfig,
+        elicitor: Arc<dyn Elicitor>,
+    ) -> Result<Arc<McpServer>, McpError> {
+        McpServer::start_naming(config, Arc::default(), Some(elicitor)).await
     }
 
     /// [`McpServer::start`], giving tool names from `names`, which the servers of one session
@@ -344,6 +233,7 @@ impl McpServer {
     pub(crate) async fn start_naming(
         config: McpServerConfig,
         names: Arc<ToolNames>,
+        elicitor: Option<Arc<dyn Elicitor>>,
     ) -> Result<Arc<McpServer>, McpError> {
         let server = Arc::new(McpServer {
             config,
@@ -353,6 +243,8 @@ impl McpServer {
             changes: Arc::new(ListChanges::default()),
             duplicates: Mutex::new(Vec::new()),
             names,
+            retry: Mutex::new(None),
+            elicitor,
         });
         let tools = server.list_unique().await?;
         *lock(&server.tools) = tools;
@@ -509,6 +401,26 @@ impl McpServer {
         what: &str,
         outcome: Result<Result<T, Failure>, tokio::time::error::Elapsed>,
     ) -> Result<T, McpError> {
+        let result = self.outcome(connection, what, outcome).await;
+        if self.config.url.is_none() {
+            return result;
+        }
+        // A remote server's words may repeat a header or the token it was sent.
+        result.map_err(|e| {
+            McpError::new(
+                e.kind(),
+                self.name(),
+                http::redact(e.message(), &self.config),
+            )
+        })
+    }
+
+    async fn outcome<T>(
+        &self,
+        connection: &Arc<Connection>,
+        what: &str,
+        outcome: Result<Result<T, Failure>, tokio::time::error::Elapsed>,
+    ) -> Result<T, McpError> {
         let name = self.name();
         match outcome {
             Ok(Ok(value)) => Ok(value),
@@ -558,18 +470,32 @@ impl McpServer {
                 }
                 wait_for_stderr(connection.stderr_done.clone()).await;
                 let tail = lock(&connection.stderr).quoted();
+                let remote = self.config.url.is_some();
                 let cause = match e {
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_) if remote => {
+                        "stopped answering (its connection failed or closed)".to_owned()
+                    }
                     ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                         "exited or closed its output".to_owned()
                     }
+                    other if remote => {
+                        let text = other.to_string();
+                        format!(
+                            "failed ({})",
+                            http::redact(http::plain(&text), &self.config)
+                        )
+                    }
                     other => format!("failed ({other})"),
+                };
+                let next = if remote {
+                    "it is connected again on the next call"
+                } else {
+                    "it restarts on the next call"
                 };
                 Err(McpError::new(
                     McpErrorKind::Closed,
                     name,
-                    format!(
-                        "mcp server `{name}` {cause} during {what}{tail}; it restarts on the next call"
-                    ),
+                    format!("mcp server `{name}` {cause} during {what}{tail}; {next}"),
                 ))
             }
         }
@@ -593,9 +519,92 @@ impl McpServer {
             connection.stop();
             *slot = None;
         }
-        let connection = Arc::new(self.spawn().await?);
-        *slot = Some(connection.clone());
-        Ok(connection)
+        let Some(url) = self.config.url.as_deref() else {
+            let connection = Arc::new(self.spawn().await?);
+            *slot = Some(connection.clone());
+            return Ok(connection);
+        };
+        let waited = lock(&self.retry).clone();
+        if let Some(retry) = &waited {
+            let left = retry
+                .not_before
+                .saturating_duration_since(tokio::time::Instant::now());
+            if !left.is_zero() {
+                return Err(McpError::new(
+                    retry.error.kind(),
+                    self.name(),
+                    format!(
+                        "{}; the next attempt is in {}",
+                        retry.error.message(),
+                        millis(left)
+                    ),
+                ));
+            }
+        }
+        match self.connect_http(url).await {
+            Ok(connection) => {
+                *lock(&self.retry) = None;
+                let connection = Arc::new(connection);
+                *slot = Some(connection.clone());
+                Ok(connection)
+            }
+            Err(error) => {
+                let delay =
+                    waited.map_or(FIRST_RETRY_DELAY, |r| (r.delay * 2).min(MAX_RETRY_DELAY));
+                *lock(&self.retry) = Some(Retry {
+                    not_before: tokio::time::Instant::now() + delay,
+                    delay,
+                    error: error.clone(),
+                });
+                Err(error)
+            }
+        }
+    }
+
+    /// A session with the remote server at `url`: rmcp's Streamable HTTP client on a reqwest
+    /// client with a connect deadline, every reply bounded (see [`crate::http`]).
+    async fn connect_http(&self, url: &str) -> Result<Connection, McpError> {
+        let name = self.name();
+        let config = &self.config;
+        let shown = http::shown_url(url);
+        let transport = http::transport(config, url).map_err(|why| {
+            McpError::new(
+                McpErrorKind::Start,
+                name,
+                format!("mcp server `{name}` at {shown} cannot be connected: {why}"),
+            )
+        })?;
+        self.starts.fetch_add(1, Ordering::Relaxed);
+        let client = Client {
+            changes: self.changes.clone(),
+            server: self.config.name.clone(),
+            elicitor: self.elicitor.clone(),
+        };
+        let started = tokio::time::timeout(config.timeout, client.serve(transport)).await;
+        let cause = match started {
+            Ok(Ok(service)) => {
+                if self.starts() > 1 {
+                    self.changes.mark();
+                }
+                let (_, done) = tokio::sync::watch::channel(true);
+                return Ok(Connection {
+                    service,
+                    stderr: Arc::default(),
+                    stderr_done: done,
+                    broken: Broken::default(),
+                });
+            }
+            Ok(Err(e)) => format!(
+                "the initialize handshake failed: {}",
+                http::redact(http::plain(&e.to_string()), config)
+            ),
+            Err(_) => format!("no answer to initialize within {}", millis(config.timeout)),
+        };
+        Err(McpError::new(
+            McpErrorKind::Start,
+            name,
+            format!("mcp server `{name}` at {shown} could not be reached: {cause}"),
+        ))
     }
 
     async fn spawn(&self) -> Result<Connection, McpError> {
@@ -645,6 +654,8 @@ impl McpServer {
         }
         let client = Client {
             changes: self.changes.clone(),
+            server: self.config.name.clone(),
+            elicitor: self.elicitor.clone(),
         };
         let started = tokio::time::timeout(config.timeout, client.serve(transport)).await;
         let cause = match started {
@@ -672,54 +683,5 @@ impl McpServer {
             name,
             format!("mcp server `{name}` failed to start (`{shown}`): {cause}{quoted}"),
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! The stderr reader on an in-memory pipe.
-
-    use super::*;
-    use tokio::io::AsyncWriteExt;
-
-    #[tokio::test]
-    async fn a_stderr_line_without_end_is_quoted_cut_while_it_is_still_written() {
-        let (mut writer, reader) = tokio::io::duplex(64 * 1024);
-        let tail = Arc::new(Mutex::new(StderrTail::default()));
-        let task = tokio::spawn({
-            let tail = tail.clone();
-            async move { read_stderr(reader, &tail).await }
-        });
-        // 8 MiB and no newline; the writer stays open, as a server that goes on writing does.
-        let chunk = vec![b'x'; 64 * 1024];
-        for _ in 0..128 {
-            writer
-                .write_all(&chunk)
-                .await
-                .expect("the reader keeps reading");
-        }
-        let quoted = tokio::time::timeout(Duration::from_secs(10), async {
-            loop {
-                let quoted = lock(&tail).quoted();
-                if !quoted.is_empty() {
-                    return quoted;
-                }
-                tokio::task::yield_now().await;
-            }
-        })
-        .await
-        .expect("quoted before the line ends");
-        assert_eq!(quoted, format!(" (its stderr ends: {}…)", "x".repeat(300)));
-        // The rest of the long line is skipped; the next lines are read as usual.
-        writer
-            .write_all(b"yyy\nlast words\n")
-            .await
-            .expect("writes");
-        drop(writer);
-        task.await.expect("the reader ends with the stream");
-        assert_eq!(
-            lock(&tail).quoted(),
-            format!(" (its stderr ends: {}… | last words)", "x".repeat(300))
-        );
     }
 }

@@ -484,3 +484,53 @@ fn chat_never_prints_terminal_escape_sequences_from_the_provider() {
         "{stdout}"
     );
 }
+
+/// The profile's MCP server joins the session, and a tool it adds mid-session (after
+/// `notifications/tools/list_changed`) is found at the next step.
+#[test]
+fn chat_connects_the_profiles_mcp_servers_and_finds_a_tool_added_mid_session() {
+    let completion = |id: &str, name: &str, arguments: &str| {
+        format!(
+            r#"{{"id":"{id}","object":"chat.completion","model":"m","choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"call_{id}","type":"function","function":{{"name":"{name}","arguments":{}}}}}]}}}}],"usage":{{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}}}"#,
+            serde_json::to_string(arguments).expect("a JSON string")
+        )
+    };
+    let answer = r#"{"id":"r3","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}],"usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26}}"#;
+    let (base, seen) = replay(vec![
+        completion("r1", "live_swap", "{}"),
+        completion("r2", "live_echo", r#"{"text":"hello"}"#),
+        answer.to_owned(),
+    ]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    write_config(dir.path(), &base);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ishiki-mcp/tests/data/fake_server.js");
+    std::fs::write(
+        dir.path().join("profile.yaml"),
+        format!(
+            "mcp:\n  servers:\n    live:\n      command: node\n      args: [{}, changing]\n      resident: true\n      timeoutMs: 20000\n",
+            serde_json::to_string(&script.display().to_string()).expect("a JSON string")
+        ),
+    )
+    .expect("profile");
+    let output = chat_process(
+        dir.path(),
+        "state",
+        &[],
+        &[],
+        "change your tools, then echo\n",
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("← live_swap: swapped"), "{stdout}");
+    assert!(stdout.contains("← live_echo: hello"), "{stdout}");
+    let seen = seen.lock().expect("lock");
+    assert!(
+        seen[0].contains("live_swap"),
+        "the server's tools are offered"
+    );
+}

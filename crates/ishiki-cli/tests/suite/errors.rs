@@ -126,3 +126,43 @@ fn an_mcp_server_with_a_duplicate_and_a_malformed_tool_name_does_not_stop_the_ru
     assert_eq!(results, ["bad name", "pong"]);
     insta::assert_snapshot!(out.stderr);
 }
+
+#[test]
+fn scenario_run_relists_after_tools_list_changed_so_an_added_tool_works_and_a_removed_one_is_withdrawn()
+ {
+    // The fake server in `changing` mode lists `ping` and `swap`; calling `swap` drops `ping`,
+    // adds `echo` and sends notifications/tools/list_changed.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ishiki-mcp/tests/data/fake_server.js")
+        .display()
+        .to_string();
+    let text = format!(
+        "{HEAD}profile:\n  mcp:\n    servers:\n      live:\n        command: node\n        args: [{}, changing]\n        resident: true\n        timeoutMs: 20000\nsteps:\n  - model: {{ calls: [ {{ id: c1, name: live_swap, input: {{}} }} ] }}\n  - model: {{ calls: [ {{ id: c2, name: live_echo, input: {{ text: hello }} }}, {{ id: c3, name: live_ping, input: {{}} }} ] }}\n  - model: {{ text: done }}\n",
+        serde_json::to_string(&script).expect("a JSON string")
+    );
+    let (_dir, path) = write("changing.yaml", &text);
+    let out = run(&path, &["--no-data"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let results: Vec<(bool, String)> = events(&out.stdout)
+        .iter()
+        .filter(|e| e["event"] == "tool_result")
+        .map(|e| {
+            (
+                e["is_error"].as_bool().unwrap_or_default(),
+                e["text"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(
+        results[1],
+        (false, "hello".to_owned()),
+        "the added tool works"
+    );
+    assert!(results[2].0, "the removed tool is gone: {results:?}");
+    assert!(
+        !results[2].1.contains("mcp server"),
+        "refused by the runtime, not sent to the server: {}",
+        results[2].1
+    );
+}

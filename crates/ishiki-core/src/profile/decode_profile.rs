@@ -22,7 +22,18 @@ const CONTEXT_KEYS: &[&str] = &[
 ];
 const TOOLS_KEYS: &[&str] = &["timeoutMs", "maxResultBytes"];
 const MCP_KEYS: &[&str] = &["servers"];
-const MCP_SERVER_KEYS: &[&str] = &["command", "args", "env", "cwd", "resident", "timeoutMs"];
+const MCP_SERVER_KEYS: &[&str] = &[
+    "command",
+    "url",
+    "headers",
+    "auth",
+    "args",
+    "env",
+    "cwd",
+    "resident",
+    "timeoutMs",
+];
+const MCP_AUTH_KEYS: &[&str] = &["tokenEnv"];
 pub(super) const ENABLE_KEYS: &[&str] = &["enable"];
 pub(super) const ATTACHMENT_KEYS: &[&str] = &[
     "imageInput",
@@ -234,14 +245,65 @@ impl Doc<'_> {
         key_at: At,
     ) -> Result<McpServerDecl, AssemblyError> {
         let entries = self.mapping(tree, path, MCP_SERVER_KEYS)?;
-        let Some(command) = self.opt_string(entries, path, "command")? else {
-            return Err(self.error(
-                self.invalid(),
-                path,
-                key_at,
-                "missing key `command` (the program that starts the server, e.g. npx)",
-            ));
+        let command = self.opt_string(entries, path, "command")?;
+        let url = self.opt_string(entries, path, "url")?;
+        let command = match (command, &url) {
+            (Some(command), None) => command,
+            (None, Some(url)) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    let at = field(entries, "url").map_or(key_at, |t| t.at);
+                    return Err(self.error(
+                        self.invalid(),
+                        &path.key("url"),
+                        at,
+                        "expected an http:// or https:// URL (the server's Streamable HTTP endpoint)",
+                    ));
+                }
+                String::new()
+            }
+            (Some(_), Some(_)) => {
+                return Err(self.error(
+                    self.invalid(),
+                    path,
+                    key_at,
+                    "both `command` and `url`: a server is either started here (`command`) or reached over HTTP (`url`)",
+                ));
+            }
+            (None, None) => {
+                return Err(self.error(
+                    self.invalid(),
+                    path,
+                    key_at,
+                    "missing key `command` (the program that starts the server, e.g. npx) or `url` (a remote server's endpoint)",
+                ));
+            }
         };
+        let remote = url.is_some();
+        let local_only = ["args", "env", "cwd"];
+        let remote_only = ["headers", "auth"];
+        let misplaced = if remote {
+            &local_only[..]
+        } else {
+            &remote_only[..]
+        };
+        // An empty value is as good as none (what `Serialize` writes for the other kind).
+        let given = |key: &str| {
+            field(entries, key).is_some_and(|t| match &t.node {
+                Node::Null => false,
+                Node::Seq(items) => !items.is_empty(),
+                Node::Map(entries) => !entries.is_empty(),
+                _ => true,
+            })
+        };
+        if let Some(key) = misplaced.iter().find(|k| given(k)) {
+            let at = field(entries, key).map_or(key_at, |t| t.at);
+            let why = if remote {
+                "applies to a server started with `command`, not to one reached at `url`"
+            } else {
+                "applies to a server reached at `url`, not to one started with `command`"
+            };
+            return Err(self.error(self.invalid(), &path.key(key), at, format!("`{key}` {why}")));
+        }
 
         let mut args = Vec::new();
         if let Some(tree) = field(entries, "args") {
@@ -276,31 +338,31 @@ impl Doc<'_> {
             }
         }
 
-        let mut env = BTreeMap::new();
-        if let Some(tree) = field(entries, "env") {
-            let env_path = path.key("env");
-            for (key, value) in self.named_entries(tree, &env_path)? {
-                match &value.node {
-                    Node::Str(text) => {
-                        env.insert(key.name.clone(), text.clone());
-                    }
-                    other => {
-                        return Err(self.error(
-                            self.invalid(),
-                            &env_path.key(&key.name),
-                            value.at,
-                            format!(
-                                "expected a string, found {} (quote numbers and booleans)",
-                                describe(other)
-                            ),
-                        ));
-                    }
-                }
+        let env = self.string_map(entries, path, "env")?;
+
+        let headers = self.string_map(entries, path, "headers")?;
+        let auth = match field(entries, "auth") {
+            None => None,
+            Some(tree) => {
+                let auth_path = path.key("auth");
+                let auth_entries = self.mapping(tree, &auth_path, MCP_AUTH_KEYS)?;
+                let Some(token_env) = self.opt_string(auth_entries, &auth_path, "tokenEnv")? else {
+                    return Err(self.error(
+                        self.invalid(),
+                        &auth_path,
+                        tree.at,
+                        "missing key `tokenEnv` (the environment variable holding the bearer token)",
+                    ));
+                };
+                Some(McpAuthDecl { token_env })
             }
-        }
+        };
 
         Ok(McpServerDecl {
             command,
+            url,
+            headers,
+            auth,
             args,
             env,
             cwd: self.opt_string(entries, path, "cwd")?,
@@ -313,5 +375,38 @@ impl Doc<'_> {
                 McpServerDecl::DEFAULT_TIMEOUT_MS,
             )?,
         })
+    }
+
+    /// A mapping of strings (`env`, `headers`) under `key`, empty when absent.
+    fn string_map(
+        &self,
+        entries: Entries<'_>,
+        path: &Path,
+        key: &str,
+    ) -> Result<BTreeMap<String, String>, AssemblyError> {
+        let mut map = BTreeMap::new();
+        let Some(tree) = field(entries, key) else {
+            return Ok(map);
+        };
+        let map_path = path.key(key);
+        for (name, value) in self.named_entries(tree, &map_path)? {
+            match &value.node {
+                Node::Str(text) => {
+                    map.insert(name.name.clone(), text.clone());
+                }
+                other => {
+                    return Err(self.error(
+                        self.invalid(),
+                        &map_path.key(&name.name),
+                        value.at,
+                        format!(
+                            "expected a string, found {} (quote numbers and booleans)",
+                            describe(other)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(map)
     }
 }

@@ -43,8 +43,8 @@ use decode::*;
 use diagnostic::*;
 pub use diagnostic::{AssemblyError, AssemblyErrorKind};
 pub use schema::{
-    Assembly, AssetsSection, CleanupSection, CodemodeSection, McpSection, McpServerDecl, Modality,
-    ModelCapabilities, ModelDecl, ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection,
-    VisionTarget,
+    Assembly, AssetsSection, CleanupSection, CodemodeSection, McpAuthDecl, McpSection,
+    McpServerDecl, Modality, ModelCapabilities, ModelDecl, ModelsDoc, Profile, ToolCalling,
+    ToolsSection, ToolsearchSection, VisionTarget,
 };
 use tree::*;

@@ -130,12 +130,27 @@ impl McpSection {
     }
 }
 
-/// One entry of `mcp.servers`. `timeoutMs` must be at least 1.
+/// One entry of `mcp.servers`: a local server started by `command`, or a remote one reached at
+/// `url` (exactly one of the two). `timeoutMs` must be at least 1.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerDecl {
-    /// `command` (required): the program that starts the server, e.g. `node` or `npx`.
+    /// `command`: the program that starts the server, e.g. `node` or `npx`; empty when the
+    /// server is remote (`url`).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub command: String,
+    /// `url`: the Streamable HTTP endpoint of a remote server (`http://` or `https://`),
+    /// instead of `command`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `headers` (remote only, default none): HTTP headers sent with every request; `${NAME}`
+    /// in a value is replaced by the environment variable `NAME` when the server is connected,
+    /// so secrets stay out of the profile.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// `auth` (remote only, default none): how the client authenticates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<McpAuthDecl>,
     /// `args` (default none): its arguments.
     pub args: Vec<String>,
     /// `env` (default none): variables added to the inherited environment.
@@ -150,6 +165,15 @@ pub struct McpServerDecl {
     pub timeout_ms: u64,
 }
 
+/// `mcp.servers.<name>.auth`: how a client authenticates to a remote server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpAuthDecl {
+    /// `tokenEnv` (required): the environment variable holding a bearer token, sent as
+    /// `Authorization: Bearer <token>`. The token itself is never in the profile.
+    pub token_env: String,
+}
+
 impl McpServerDecl {
     /// The default of `timeoutMs`.
     pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -158,6 +182,9 @@ impl McpServerDecl {
     pub fn new(command: impl Into<String>) -> Self {
         Self {
             command: command.into(),
+            url: None,
+            headers: BTreeMap::new(),
+            auth: None,
             args: Vec::new(),
             env: BTreeMap::new(),
             cwd: None,

@@ -317,6 +317,27 @@ fn pro1_mcp_servers_take_defaults() {
 }
 
 #[test]
+fn pro1_a_remote_mcp_server_is_declared_by_url_with_headers_and_auth() {
+    let p = profile(
+        "mcp:\n  servers:\n    remote:\n      url: https://example.com/mcp\n      \
+         headers: { X-Team: \"${TEAM}\" }\n      auth: { tokenEnv: REMOTE_TOKEN }\n",
+    );
+    let remote = &p.mcp.servers["remote"];
+    assert_eq!(remote.url.as_deref(), Some("https://example.com/mcp"));
+    assert!(remote.command.is_empty() && remote.args.is_empty());
+    assert_eq!(
+        remote.headers.get("X-Team").map(String::as_str),
+        Some("${TEAM}")
+    );
+    assert_eq!(
+        remote.auth.as_ref().map(|a| a.token_env.as_str()),
+        Some("REMOTE_TOKEN")
+    );
+    let value = serde_json::to_value(&p).unwrap();
+    assert_eq!(Profile::from_value(&value).unwrap(), p);
+}
+
+#[test]
 fn pro7_serde_embedding_applies_the_same_checks() {
     #[derive(serde::Deserialize)]
     struct Scenario {
@@ -488,6 +509,24 @@ fn pro7_every_assembly_error_message() {
         (
             "mcp timeout of zero",
             Input::ProfileYaml("mcp:\n  servers:\n    fs: { command: npx, timeoutMs: 0 }\n"),
+        ),
+        (
+            "mcp server with both command and url",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { command: npx, url: \"http://localhost/mcp\" }\n",
+            ),
+        ),
+        (
+            "mcp url that is not http",
+            Input::ProfileYaml("mcp:\n  servers:\n    fs: { url: \"ftp://host/mcp\" }\n"),
+        ),
+        (
+            "mcp headers on a command server",
+            Input::ProfileYaml("mcp:\n  servers:\n    fs: { command: npx, headers: { A: b } }\n"),
+        ),
+        (
+            "mcp auth without tokenEnv",
+            Input::ProfileYaml("mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: {} }\n"),
         ),
         (
             "mcp unknown server key with suggestion",

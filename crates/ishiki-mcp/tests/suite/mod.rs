@@ -5,6 +5,7 @@
 mod everything;
 mod failures;
 mod hostile;
+mod http;
 mod list_changed;
 
 use std::path::{Path, PathBuf};
