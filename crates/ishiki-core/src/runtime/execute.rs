@@ -51,17 +51,36 @@ impl Runtime {
         Ok(reports)
     }
 
-    /// One whole step against a model: prepare, respond, commit, execute.
+    /// One whole step against a model: prepare, respond, commit, execute. When the context
+    /// engine asks for a compaction, `model` writes the summary first; a request `model`
+    /// refuses as longer than its window is folded and compacted and tried once more.
     pub async fn step_with(&mut self, model: &dyn Model) -> Result<Vec<CallReport>, RuntimeError> {
-        let prepared = self.prepare()?;
-        match model.respond(&prepared.request).await {
-            Ok(response) => {
-                self.commit(prepared, response)?;
-                self.execute().await
+        let mut retried = false;
+        loop {
+            let mut prepared = self.prepare()?;
+            if let Some(compaction) = &prepared.compaction {
+                let summary = model
+                    .respond(&compaction.request)
+                    .await
+                    .map(|r| r.text().unwrap_or_default())
+                    .map_err(|e| e.message().to_owned());
+                prepared = self.compact(prepared, summary)?;
             }
-            Err(reason) => {
-                self.abandon_failed(prepared, reason.message());
-                Err(RuntimeError::model(&reason))
+            match model.respond(&prepared.request).await {
+                Ok(response) => {
+                    self.commit(prepared, response)?;
+                    return self.execute().await;
+                }
+                Err(reason)
+                    if reason.kind() == crate::ModelErrorKind::ContextTooLong && !retried =>
+                {
+                    self.abandon_too_long(prepared);
+                    retried = true;
+                }
+                Err(reason) => {
+                    self.abandon_failed(prepared, reason.message());
+                    return Err(RuntimeError::model(&reason));
+                }
             }
         }
     }

@@ -602,3 +602,45 @@ async fn with_fold_inputs_a_folded_calls_long_input_goes_too_and_reads_back() {
     // And its result is a stub, in the same place.
     assert!(result_text(&request, "c1").is_some_and(|t| t.starts_with("[folded")));
 }
+
+/// A model that refuses its first request as too long, then answers; it writes summaries when
+/// asked (the compaction request ends with the instruction).
+#[derive(Debug, Default)]
+struct Tight {
+    requests: std::sync::Mutex<Vec<usize>>,
+}
+
+#[async_trait]
+impl ishiki_core::Model for Tight {
+    async fn respond(&self, request: &Request) -> Result<ModelResponse, ishiki_core::ModelError> {
+        let mut seen = self.requests.lock().expect("lock");
+        seen.push(request.messages.len());
+        if seen.len() == 1 {
+            return Err(ishiki_core::ModelError::new(
+                ishiki_core::ModelErrorKind::ContextTooLong,
+                "prompt is too long: 300000 tokens > 200000 maximum",
+            ));
+        }
+        Ok(ModelResponse::from_text("summary or answer"))
+    }
+}
+
+#[tokio::test]
+async fn step_with_tries_a_too_long_request_once_more_after_folding() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = open(dir.path(), PROFILE, 400_000);
+    session(&mut rt, 4, 250).await;
+    let model = Tight::default();
+    let reports = rt.step_with(&model).await.expect("the step goes on");
+    assert!(reports.is_empty());
+    let seen = model.requests.lock().expect("lock").clone();
+    assert!(seen.len() >= 2, "refused once, then sent again: {seen:?}");
+    // The answer was committed: the next request ends with it.
+    let next = rt.prepare().expect("prepare").request;
+    assert!(next.messages.iter().any(|m| {
+        m.role == Role::Assistant
+            && m.content
+                .iter()
+                .any(|p| matches!(p, Part::Text { text } if text == "summary or answer"))
+    }));
+}
