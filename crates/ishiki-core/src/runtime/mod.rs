@@ -232,6 +232,8 @@ pub struct CompactionRequest {
     /// The id of the last history message the compaction replaces.
     pub through: String,
     replaced: Vec<Arc<Message>>,
+    /// The index in `replaced` of the first message no earlier compaction replaced.
+    fresh: usize,
 }
 
 impl CompactionRequest {

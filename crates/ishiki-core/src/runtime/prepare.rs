@@ -290,13 +290,7 @@ impl Runtime {
                 &self.now(),
             )));
         }
-        let from = self.compacted_upto(&ctx);
-        let start = request
-            .replaced
-            .iter()
-            .position(|m| self.history[from..].iter().any(|e| e.message.id == m.id))
-            .unwrap_or(request.replaced.len());
-        archived.extend(request.replaced[start..].iter().cloned());
+        archived.extend(request.replaced[request.fresh..].iter().cloned());
         let text = crate::context::archive_text(&archived);
         let url = self
             .shared
@@ -764,6 +758,8 @@ impl Runtime {
             .filter(|e| !e.withdrawn)
             .map(|e| e.message.clone())
             .collect();
+        // Those before `from` were compacted already: their archive is the earlier one's.
+        let fresh = self.history[..from].iter().filter(|e| !e.withdrawn).count();
         Some(CompactionRequest {
             request: Request {
                 tools: tools.to_vec(),
@@ -771,6 +767,7 @@ impl Runtime {
             },
             through,
             replaced,
+            fresh,
         })
     }
 
