@@ -194,7 +194,7 @@ impl Runtime {
             catalog: Some(self.shared.catalog_mut().state()),
             announced: prepared.announced.clone(),
         })?);
-        let mut context = prepared.next_context.clone();
+        let mut context = prepared.next_context;
         if let Some(usage) = &response.usage {
             context.calibrate(prepared.raw_estimate, usage.input_tokens);
         }
