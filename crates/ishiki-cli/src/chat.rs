@@ -128,6 +128,7 @@ fn apply_capabilities(config: &mut HttpConfig, caps: &ishiki_core::ModelCapabili
         .drop_invalid_thinking
         .unwrap_or(config.preserved_thinking && family.known);
     config.system_messages = caps.system_messages.unwrap_or(family.system_messages);
+    config.native_compaction = caps.native_compaction.unwrap_or(family.native_compaction);
     config.cache_breakpoints = family.cache_breakpoints;
     let effort = caps.effort.clone();
     config.thinking = match (caps.thinking.as_deref(), caps.thinking_budget) {
@@ -205,7 +206,9 @@ fn context_line(report: &ishiki_core::context::ContextReport) -> String {
         parts.push(format!(
             "compacted {} messages{} (they read back from {})",
             c.messages,
-            if c.summarized {
+            if c.native {
+                " into the provider's own summary"
+            } else if c.summarized {
                 " into a summary"
             } else {
                 " without a summary"
@@ -392,19 +395,40 @@ async fn turn_loop(
                 compaction.replaces()
             )
             .map_err(io)?;
-            let summary = compactor
-                .send(&compaction.request)
-                .await
-                .map_err(|e| e.to_string())
-                .map(|parsed| parsed.response.text().unwrap_or_default());
-            if let Err(reason) = &summary {
-                writeln!(
-                    out,
-                    "[step {step}] context: the summary request failed ({reason}); the messages are replaced by a note saying where they read back"
-                )
-                .map_err(io)?;
+            // The main model compacts natively when it can and no other model is named for it.
+            let mut native = None;
+            if std::ptr::eq(compactor, model)
+                && let Some(request) = compaction.native_request()
+            {
+                match model.compact_request(request).await {
+                    Ok(block) => native = block.filter(|b| b.summary.is_some()),
+                    Err(reason) => writeln!(
+                        out,
+                        "[step {step}] context: the provider's compaction failed ({reason}); asking for a summary instead"
+                    )
+                    .map_err(io)?,
+                }
             }
-            prepared = runtime.compact(prepared, summary).map_err(|e| failed(&e))?;
+            prepared = match native {
+                Some(block) => runtime
+                    .compact_natively(prepared, block)
+                    .map_err(|e| failed(&e))?,
+                None => {
+                    let summary = compactor
+                        .send(&compaction.request)
+                        .await
+                        .map_err(|e| e.to_string())
+                        .map(|parsed| parsed.response.text().unwrap_or_default());
+                    if let Err(reason) = &summary {
+                        writeln!(
+                            out,
+                            "[step {step}] context: the summary request failed ({reason}); the messages are replaced by a note saying where they read back"
+                        )
+                        .map_err(io)?;
+                    }
+                    runtime.compact(prepared, summary).map_err(|e| failed(&e))?
+                }
+            };
         }
         if prepared.context.changed() {
             writeln!(

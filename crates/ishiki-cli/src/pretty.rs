@@ -206,6 +206,12 @@ fn message(out: &mut String, m: &Message) {
             Part::Reasoning(r) => {
                 let _ = writeln!(out, "  ⋯ reasoning ({} {})", r.provider, r.model);
             }
+            Part::Compaction(c) => {
+                let _ = writeln!(out, "  ⋯ compaction ({} {})", c.provider, c.model);
+                if let Some(summary) = &c.summary {
+                    indent(out, "    ", summary);
+                }
+            }
         }
     }
 }

@@ -28,7 +28,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use ishiki_model::{Message, Part, Role, ToolSpec};
+use ishiki_model::{Compacted, Message, Part, Role, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 /// The `context` section of a profile.
@@ -170,6 +170,10 @@ pub struct Compaction {
     pub summary: Option<String>,
     /// The step of the request that first carried it (its message id is made from it).
     pub step: u64,
+    /// The provider's own compaction ([`ishiki_model::Model::compact`]), sent back verbatim
+    /// in place of the summary text; `None` when the summary is text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<Compacted>,
 }
 
 /// What the context engine has done to a conversation, persisted with the response that
@@ -276,6 +280,7 @@ pub fn message_tokens(message: &Message) -> u64 {
                     .sum(),
                 // Replayed thinking counts: its text and signature travel with the request.
                 Part::Reasoning(r) => json_tokens(&r.data),
+                Part::Compaction(c) => json_tokens(&c.data),
             };
     }
     total
@@ -548,24 +553,59 @@ pub const SUMMARY_INSTRUCTION: &str = "The conversation above is about to be sho
 /// The most characters a summary may have; a longer one is cut here, with a note.
 pub const MAX_SUMMARY_CHARS: usize = 24_000;
 
-/// The message that stands for compacted turns, at the start of the request.
-pub fn summary_message(compaction: &Compaction, created_at: &str) -> Message {
+/// The messages that stand for compacted turns, at the start of the request.
+///
+/// A text summary is one user message that says where the turns read back. A provider's own
+/// compaction is an assistant message holding its block alone, verbatim (the provider wants
+/// it first in the conversation), then a user message that says where the turns read back,
+/// so the request never ends on the summary; the tail a native cut keeps starts with a user
+/// turn ([`native_cut`]), which the note joins.
+pub fn summary_messages(compaction: &Compaction, created_at: &str) -> Vec<Message> {
     let head = format!(
         "[the {} earlier messages of this conversation were compacted to keep the context short; they read back in full with read {{\"url\":\"{}\"}}]",
         compaction.messages, compaction.url
     );
+    let message = |suffix: &str, role: Role, content: Vec<Part>| Message {
+        id: format!("s{}-context-{suffix}", compaction.step),
+        role,
+        created_at: created_at.to_owned(),
+        content,
+    };
+    if let Some(native) = &compaction.native {
+        return vec![
+            message(
+                "summary",
+                Role::Assistant,
+                vec![Part::Compaction(native.clone())],
+            ),
+            message("note", Role::User, vec![Part::Text { text: head }]),
+        ];
+    }
     let text = match &compaction.summary {
         Some(summary) => format!("{head}\n\nSummary of those messages:\n{summary}"),
         None => {
             format!("{head}\n\nNo summary could be written; read them back when you need them.")
         }
     };
-    Message {
-        id: format!("s{}-context-summary", compaction.step),
-        role: Role::User,
-        created_at: created_at.to_owned(),
-        content: vec![Part::Text { text }],
-    }
+    vec![message("summary", Role::User, vec![Part::Text { text }])]
+}
+
+/// Where a provider's own compaction may cut `history`: the first index at or after `from`
+/// where the compacted turns end on a finished turn and the kept ones start with a user turn
+/// (the provider refuses to summarize a turn that is not finished, and its block is sent as
+/// an assistant message): before a user message that follows an assistant message without
+/// calls, or after the whole history when it does not end on calls. `None` when there is no
+/// such place.
+pub fn native_cut(history: &[(Arc<Message>, u64)], from: usize) -> Option<usize> {
+    let calls = |m: &Message| m.content.iter().any(|p| matches!(p, Part::ToolCall { .. }));
+    let finished = |m: &Message| !(m.role == Role::Assistant && calls(m));
+    (from.max(1)..=history.len()).find(|&c| match history.get(c) {
+        None => history.last().is_some_and(|(m, _)| finished(m)),
+        Some((m, _)) => {
+            let before = &history[c - 1].0;
+            m.role == Role::User && before.role == Role::Assistant && finished(before)
+        }
+    })
 }
 
 /// A summary as the model wrote it, made safe to keep: empty is no summary; over
@@ -617,6 +657,12 @@ pub fn archive_text(messages: &[Arc<Message>]) -> String {
                     out.push_str(&format!("[tools added: {}]", names.join(", ")));
                 }
                 Part::Reasoning(_) => continue,
+                Part::Compaction(native) => match &native.summary {
+                    Some(summary) => out.push_str(&format!(
+                        "[summary of earlier messages, by the provider]\n{summary}"
+                    )),
+                    None => continue,
+                },
             }
             out.push('\n');
         }
@@ -671,6 +717,9 @@ pub struct CompactedReport {
     pub url: String,
     /// Whether a model wrote the summary (`false`: the note without one).
     pub summarized: bool,
+    /// Whether the provider's own compaction wrote it ([`Compaction::native`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub native: bool,
 }
 
 #[cfg(test)]
@@ -879,6 +928,78 @@ mod tests {
         assert!(matches!(history[cut].0.role, Role::User | Role::Assistant));
         assert_eq!(history[cut].0.id, "s3-assistant");
         assert_eq!(compaction_cut(&history[..1], 0), None);
+    }
+
+    #[test]
+    fn a_native_cut_ends_the_compacted_turns_on_a_finished_turn() {
+        let call = || {
+            vec![Part::ToolCall {
+                id: "c".into(),
+                name: "t".into(),
+                input: json!({}),
+            }]
+        };
+        let text = || vec![Part::Text { text: "ok".into() }];
+        let m = |id: &str, role, content| (message(id, role, content), 100u64);
+        let history = vec![
+            m("m1", Role::User, text()),
+            m("s1-assistant", Role::Assistant, call()),
+            m("s1-tools", Role::Tool, vec![]),
+            m("s2-assistant", Role::Assistant, text()),
+            m("m2", Role::User, text()),
+            m("s3-assistant", Role::Assistant, call()),
+            m("s3-tools", Role::Tool, vec![]),
+        ];
+        // Before the user turn that follows a finished answer, not inside the tool loop.
+        assert_eq!(native_cut(&history, 1), Some(4));
+        assert_eq!(native_cut(&history, 4), Some(4));
+        // Past the last user turn, only the whole history, which ends on results.
+        assert_eq!(native_cut(&history, 5), Some(7));
+        // A history that ends on calls has no finished turn to end on.
+        assert_eq!(native_cut(&history[..6], 5), None);
+        assert_eq!(native_cut(&[], 0), None);
+    }
+
+    #[test]
+    fn a_native_compaction_opens_the_request_as_the_block_alone_then_says_where_turns_read_back() {
+        let block = Compacted {
+            provider: "anthropic".into(),
+            model: "m".into(),
+            data: json!({ "type": "compaction", "content": "s", "signature": "x" }),
+            summary: Some("s".into()),
+        };
+        let compaction = Compaction {
+            through: "m2".into(),
+            messages: 4,
+            url: "artifact://compacted/a.txt".into(),
+            summary: Some("s".into()),
+            step: 7,
+            native: Some(block.clone()),
+        };
+        let messages = summary_messages(&compaction, "2026-01-01T00:00:00Z");
+        assert_eq!(messages.len(), 2);
+        assert_eq!(messages[0].role, Role::Assistant);
+        assert_eq!(messages[0].id, "s7-context-summary");
+        assert_eq!(messages[0].content, vec![Part::Compaction(block)]);
+        assert_eq!(messages[1].role, Role::User);
+        let Part::Text { text } = &messages[1].content[0] else {
+            panic!("a note");
+        };
+        assert!(text.contains("artifact://compacted/a.txt"), "{text}");
+        // The state round-trips, and a text summary stays one user message.
+        let back: Compaction =
+            serde_json::from_value(serde_json::to_value(&compaction).unwrap()).unwrap();
+        assert_eq!(back, compaction);
+        let text_only = Compaction {
+            native: None,
+            ..compaction
+        };
+        assert_eq!(summary_messages(&text_only, "t").len(), 1);
+        assert!(
+            !serde_json::to_string(&text_only)
+                .unwrap()
+                .contains("native")
+        );
     }
 
     #[test]

@@ -136,8 +136,8 @@ pub use guard::AbandonedWork;
 /// The model boundary, from `ishiki-model` (core's modules name it `crate::message`).
 pub(crate) use ishiki_model as message;
 pub use ishiki_model::{
-    DeltaEntry, MediaPart, Message, Model, ModelError, ModelErrorKind, ModelResponse, Part,
-    Reasoning, Request, Role, ToolCall, ToolSpec, Usage,
+    Compacted, DeltaEntry, MediaPart, Message, Model, ModelError, ModelErrorKind, ModelResponse,
+    Part, Reasoning, Request, Role, ToolCall, ToolSpec, Usage,
 };
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
 pub use profile::ImageLimits;

@@ -2,7 +2,7 @@
 //!
 //! A [`Request`] is what the model receives for one step: the native tool list
 //! ([`ToolSpec`]s) and the projected [`Message`]s, each a list of [`Part`]s (text, images and
-//! audio as [`MediaPart`]s, tool calls and results, catalog deltas, opaque [`Reasoning`]). A
+//! audio as [`MediaPart`]s, tool calls and results, catalog deltas, opaque [`Reasoning`] and a provider's [`Compacted`] summary). A
 //! [`ModelResponse`] is what it answered: one assistant turn as an ordered list of parts (text
 //! blocks, native [`ToolCall`]s and opaque [`Reasoning`] where the provider put them) and token
 //! [`Usage`]. A [`Model`] turns one into the other, failing with a typed [`ModelError`]
@@ -63,8 +63,8 @@ mod message;
 
 pub use error::{ModelError, ModelErrorKind};
 pub use message::{
-    DeltaEntry, MediaPart, Message, ModelResponse, Part, Reasoning, Request, Role, ToolCall,
-    ToolSpec, Usage, framed_result,
+    Compacted, DeltaEntry, MediaPart, Message, ModelResponse, Part, Reasoning, Request, Role,
+    ToolCall, ToolSpec, Usage, framed_result,
 };
 
 /// A model: request in, response out.
@@ -76,4 +76,14 @@ pub use message::{
 pub trait Model: Send + Sync + std::fmt::Debug {
     /// Answers one request.
     async fn respond(&self, request: &Request) -> Result<ModelResponse, ModelError>;
+
+    /// Summarizes the conversation of `request` with the provider's own compaction (Anthropic's
+    /// `compaction: {type: "summarize"}`), when this model has one: the answer is sent back
+    /// first, verbatim, in place of the turns it summarizes. `Ok(None)`, the default, says
+    /// the model has no native compaction; a caller then asks [`respond`](Self::respond) for a
+    /// summary as text.
+    async fn compact(&self, request: &Request) -> Result<Option<Compacted>, ModelError> {
+        let _ = request;
+        Ok(None)
+    }
 }

@@ -115,6 +115,27 @@ pub enum Part {
     },
     /// The model's reasoning, opaque and provider-tagged (only in assistant messages).
     Reasoning(Reasoning),
+    /// A provider's own summary of the turns it replaces (only in assistant messages, first
+    /// in a request), opaque and provider-tagged.
+    Compaction(Compacted),
+}
+
+/// A provider's own compaction of earlier turns exactly as it returned it (an Anthropic
+/// `compaction` block with its `signature`, `encrypted_content` and `tool_changes`), made by
+/// [`crate::Model::compact`]. It is stored verbatim and sent back byte for byte, first, in
+/// place of the turns it summarizes, to the same provider; a renderer for any other provider
+/// shows [`summary`](Self::summary) as text instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compacted {
+    /// The wire protocol that produced it (`anthropic`).
+    pub provider: String,
+    /// The model that produced it, as the request named it.
+    pub model: String,
+    /// The block or items, verbatim.
+    pub data: serde_json::Value,
+    /// The readable summary the provider sent with it, when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// A reasoning block exactly as a provider returned it (an Anthropic `thinking` or

@@ -20,6 +20,11 @@
 //!   reasoning never carrying a cache marker. Reasoning of another provider or model is
 //!   dropped, and so is reasoning whose prefix changed since it was made ([`crate::replay`]:
 //!   that block and every later one made before the change); nothing is ever edited;
+//! - the provider's own compaction ([`ishiki_model::Compacted`], made by this API for this
+//!   model) is sent back verbatim as the first block of the conversation, in an assistant
+//!   message (no opening user text before it); the tools its `tool_changes` add stay out of
+//!   `tools`, as while the system messages it replaced were sent. Anywhere else, or from
+//!   another provider or model, its summary is text;
 //! - on models with preserved thinking ([`AnthropicOptions::drop_invalid_thinking`]) the body
 //!   asks the API to drop, not refuse, a block whose prefix check fails, as a safety net.
 //!
@@ -43,10 +48,12 @@
 
 use std::collections::BTreeSet;
 
-use ishiki_model::{Message, ModelResponse, Part, Reasoning, Request, Role, Usage};
+use ishiki_model::{Compacted, Message, ModelResponse, Part, Reasoning, Request, Role, Usage};
 use serde_json::{Map, Value, json};
 
-use crate::common::{ReplayReport, delta_text, has_text, is_attachment, is_own, media_marker};
+use crate::common::{
+    ReplayReport, delta_text, has_text, is_attachment, is_own, is_own_compaction, media_marker,
+};
 use crate::error::{ProviderError, ProviderErrorKind};
 use crate::parsed::ParsedResponse;
 use crate::replay::Prefix;
@@ -83,6 +90,9 @@ pub struct AnthropicOptions {
 
 /// The beta header value that lets a `tool_addition` block define its tool inline.
 pub const INLINE_TOOLS_BETA: &str = "inline-tools-2026-09-15";
+
+/// The beta header value of a compaction request (`compaction: {type: "summarize"}`).
+pub const COMPACTION_BETA: &str = "compact-2026-09-04";
 
 /// The beta header value that enables `thinking.block_binding`.
 pub const THINKING_BINDING_BETA: &str = "thinking-binding-controls-2026-08-01";
@@ -132,6 +142,8 @@ struct Block {
     tool_result: bool,
     /// A replayed reasoning block: never marked, never edited.
     reasoning: Option<Reasoning>,
+    /// The provider's own compaction block, sent back first.
+    compaction: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -220,7 +232,7 @@ pub fn render_anthropic_with_report(
                 .collect(),
             _ => BTreeSet::new(),
         };
-        let mut blocks = blocks_of(message, index, &open_calls, options, &mut report);
+        let mut blocks = blocks_of(message, index, leading, &open_calls, options, &mut report);
         if speaker == Speaker::System {
             // Tools a catalog delta announces join natively, in the delta's own message.
             let mut additions = Vec::new();
@@ -238,6 +250,7 @@ pub fn render_anthropic_with_report(
                             attachment: false,
                             tool_result: false,
                             reasoning: None,
+                            compaction: false,
                         });
                     }
                 }
@@ -263,6 +276,8 @@ pub fn render_anthropic_with_report(
     // session may start without any message.
     let opening = match turns.first() {
         None => Some("[no messages yet]"),
+        // The provider's own compaction opens the conversation in an assistant message.
+        Some(turn) if turn.blocks.first().is_some_and(|b| b.compaction) => None,
         Some(turn) if turn.speaker != Speaker::User => Some("[earlier messages are not shown]"),
         Some(_) => None,
     };
@@ -274,6 +289,7 @@ pub fn render_anthropic_with_report(
             attachment: false,
             tool_result: false,
             reasoning: None,
+            compaction: false,
         };
         turns.insert(
             0,
@@ -284,6 +300,24 @@ pub fn render_anthropic_with_report(
         );
     }
 
+    // The tools a compaction block's `tool_changes` add stand for the system messages it
+    // replaced: they stay out of `tools`, as they were while those messages were sent.
+    if let Some(block) = turns
+        .first()
+        .and_then(|t| t.blocks.first())
+        .filter(|b| b.compaction)
+    {
+        for change in block.value["tool_changes"].as_array().into_iter().flatten() {
+            let tool = &change["tool"];
+            if change["type"] == "tool_addition"
+                && let Some(name) = tool["definition"]["name"]
+                    .as_str()
+                    .or_else(|| tool["name"].as_str())
+            {
+                natively_added.insert(name.to_owned());
+            }
+        }
+    }
     let mut tools: Vec<Value> = request
         .tools
         .iter()
@@ -327,6 +361,7 @@ pub fn render_anthropic_with_report(
                 attachment: false,
                 tool_result: false,
                 reasoning: None,
+                compaction: false,
             });
         }
         if let Some(prefix) = &mut prefix {
@@ -425,7 +460,7 @@ pub fn render_anthropic_with_report(
 }
 
 /// The `anthropic-beta` values a rendered body needs: [`INLINE_TOOLS_BETA`] when it adds a tool
-/// inline.
+/// inline, [`COMPACTION_BETA`] when it asks for a compaction.
 pub fn anthropic_betas(body: &Value) -> Vec<&'static str> {
     let inline = body["messages"]
         .as_array()
@@ -434,11 +469,14 @@ pub fn anthropic_betas(body: &Value) -> Vec<&'static str> {
         .filter(|m| m["role"] == "system")
         .flat_map(|m| m["content"].as_array().into_iter().flatten())
         .any(|b| b["type"] == "tool_addition");
+    let mut betas = Vec::new();
     if inline {
-        vec![INLINE_TOOLS_BETA]
-    } else {
-        Vec::new()
+        betas.push(INLINE_TOOLS_BETA);
     }
+    if body.get("compaction").is_some_and(|c| !c.is_null()) {
+        betas.push(COMPACTION_BETA);
+    }
+    betas
 }
 
 /// The digest of `body`'s prefix as [`render_anthropic`] feeds it, followed by a new assistant
@@ -495,12 +533,14 @@ fn text_of(part: &Part, with_text: bool) -> Option<String> {
         Part::ToolCall { id, name, input } => Some(format!("[call {id}: {name} {input}]")),
         Part::ToolResult { call_id, text, .. } => Some(ishiki_model::framed_result(call_id, text)),
         Part::Reasoning(_) => None,
+        Part::Compaction(c) => crate::common::compaction_text(c),
     }
 }
 
 fn blocks_of(
     message: &Message,
     origin: usize,
+    first_message: usize,
     open_calls: &BTreeSet<String>,
     options: &AnthropicOptions,
     report: &mut ReplayReport,
@@ -513,6 +553,7 @@ fn blocks_of(
         attachment,
         tool_result,
         reasoning: None,
+        compaction: false,
     };
     let mut out = Vec::new();
     for part in &message.content {
@@ -524,6 +565,16 @@ fn blocks_of(
                 });
             }
             (_, Part::Reasoning(_)) => report.dropped_foreign += 1,
+            // The provider's own compaction goes back verbatim, and only where it wants it:
+            // first in the conversation (the context engine puts it there).
+            (Role::Assistant, Part::Compaction(c))
+                if origin == first_message && is_own_compaction(c, ANTHROPIC, &options.model) =>
+            {
+                out.push(Block {
+                    compaction: true,
+                    ..block(c.data.clone(), false)
+                });
+            }
             (Role::Assistant, Part::ToolCall { id, name, input }) => out.push(block(
                 json!({ "type": "tool_use", "id": id, "name": name, "input": input }),
                 false,
@@ -636,6 +687,17 @@ pub fn parse_anthropic_response(body: &Value) -> Result<ParsedResponse, Provider
                 model: model.to_owned(),
                 data: block.clone(),
                 prefix: None,
+            })),
+            // The answer to a compaction request: kept verbatim, sent back first later.
+            "compaction" => parts.push(Part::Compaction(Compacted {
+                provider: ANTHROPIC.to_owned(),
+                model: model.to_owned(),
+                summary: block
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.trim().is_empty())
+                    .map(str::to_owned),
+                data: block.clone(),
             })),
             // Server-tool blocks carry nothing the runtime commits.
             _ => {}

@@ -61,6 +61,24 @@ pub struct ReplayReport {
     pub first_dropped: Option<usize>,
 }
 
+/// A provider's compaction as text, for a renderer that cannot send the block itself (another
+/// provider or model): its readable summary, or `None` when it has none.
+pub(crate) fn compaction_text(compacted: &ishiki_model::Compacted) -> Option<String> {
+    compacted
+        .summary
+        .as_ref()
+        .map(|summary| format!("[summary of the earlier conversation]\n{summary}"))
+}
+
+/// Whether `compacted` was made by `provider`'s `model` (only then is the block sent back).
+pub(crate) fn is_own_compaction(
+    compacted: &ishiki_model::Compacted,
+    provider: &str,
+    model: &str,
+) -> bool {
+    compacted.provider == provider && compacted.model == model
+}
+
 /// Whether `reasoning` was made by `provider`'s `model` (only then may it be replayed).
 pub(crate) fn is_own(reasoning: &Reasoning, provider: &str, model: &str) -> bool {
     reasoning.provider == provider && reasoning.model == model

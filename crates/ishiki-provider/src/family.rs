@@ -3,9 +3,10 @@
 //!
 //! Sources (read 2026-12): Anthropic "Preserved thinking" / "Prefix checks" (the models that
 //! bind thinking to its prefix), "Mid-conversation system messages" (the models that take
-//! them), "Adaptive thinking" and "Extended thinking troubleshooting" (Claude 4.7 and later
-//! refuse `budget_tokens`); OpenAI's model pages for the GPT-5 family. Windows and output
-//! limits are the documented sizes of each family, rounded down where a family varies.
+//! them), "Compaction" (the models that compact natively), "Adaptive thinking" and "Extended
+//! thinking troubleshooting" (Claude 4.7 and later refuse `budget_tokens`); OpenAI's model
+//! pages for the GPT-5 family. Windows and output limits are the documented sizes of each
+//! family, rounded down where a family varies.
 
 use crate::http::Protocol;
 
@@ -23,6 +24,8 @@ pub struct ModelFamily {
     pub preserved_thinking: bool,
     /// Takes mid-conversation `role: "system"` messages.
     pub system_messages: bool,
+    /// Compacts a conversation itself (Anthropic `compaction: {type: "summarize"}`).
+    pub native_compaction: bool,
     /// Reasons (OpenAI `reasoning` parameter).
     pub reasoning: bool,
     /// Takes explicit prompt-cache breakpoints (OpenAI `prompt_cache_options`, GPT-5.6+).
@@ -82,12 +85,16 @@ impl ModelFamily {
                     .any(|f| exactly(f));
                 let known =
                     adaptive || starts(&["claude-opus-4", "claude-sonnet-4", "claude-haiku-4"]);
+                // "Compaction": Opus 4.6 and later, Sonnet 4.6 and later, every 5 family.
+                let native_compaction =
+                    adaptive || starts(&["claude-opus-4-6", "claude-sonnet-4-6", "claude-haiku-5"]);
                 Self {
                     known,
                     adaptive_thinking: adaptive,
                     // An unknown Claude model gets the rule that never gets a 400.
                     preserved_thinking: preserved || !known,
                     system_messages,
+                    native_compaction,
                     reasoning: false,
                     cache_breakpoints: false,
                     context_window: 200_000,
@@ -100,6 +107,7 @@ impl ModelFamily {
                     adaptive_thinking: false,
                     preserved_thinking: false,
                     system_messages: true,
+                    native_compaction: false,
                     reasoning: true,
                     cache_breakpoints: gpt_version(name).is_some_and(|v| v >= (5, 6)),
                     context_window: if name.starts_with("gpt-5") {
@@ -115,6 +123,7 @@ impl ModelFamily {
                 adaptive_thinking: false,
                 preserved_thinking: true,
                 system_messages: false,
+                native_compaction: false,
                 reasoning: false,
                 cache_breakpoints: false,
                 context_window: 200_000,
@@ -126,6 +135,7 @@ impl ModelFamily {
                 preserved_thinking: false,
                 // Every Chat Completions and Responses server takes system messages anywhere.
                 system_messages: true,
+                native_compaction: false,
                 reasoning: false,
                 cache_breakpoints: false,
                 context_window: 128_000,

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use ishiki_model::{Model, ModelError, ModelResponse, Request};
+use ishiki_model::{Compacted, Model, ModelError, ModelResponse, Request};
 use serde_json::{Value, json};
 
 use crate::anthropic::{
@@ -116,6 +116,10 @@ pub struct HttpConfig {
     pub reasoning: Option<Value>,
     /// Responses: explicit prompt-cache breakpoints (GPT-5.6 and later).
     pub cache_breakpoints: bool,
+    /// Anthropic: the model compacts natively ([`HttpModel::compact_request`]: a request with
+    /// `compaction: {type: "summarize"}`, beta [`COMPACTION_BETA`](crate::COMPACTION_BETA)); otherwise
+    /// [`Model::compact`] answers `None` and the runtime asks for a text summary.
+    pub native_compaction: bool,
 }
 
 impl HttpConfig {
@@ -142,6 +146,7 @@ impl HttpConfig {
             system_messages: false,
             reasoning: None,
             cache_breakpoints: false,
+            native_compaction: false,
         }
     }
 }
@@ -263,7 +268,61 @@ impl HttpModel {
         request: &Request,
         mut on_event: F,
     ) -> Result<ParsedResponse, ProviderError> {
-        let (mut body, replay) = self.render_with_report(request);
+        let (body, replay) = self.render_with_report(request);
+        let mut parsed = self.send_body(body, &mut on_event).await?;
+        parsed.replay = replay;
+        Ok(parsed)
+    }
+
+    /// The provider's own compaction of `request`'s conversation, when this model has it
+    /// ([`HttpConfig::native_compaction`], Anthropic): the request as [`render`](Self::render)
+    /// makes it, with `compaction: {type: "summarize"}` and without the fields the API refuses
+    /// there (`context_management`, `stop_sequences`, an output format); the answer's
+    /// `compaction` block, verbatim. `Ok(None)` when this model has no native compaction.
+    pub async fn compact_request(
+        &self,
+        request: &Request,
+    ) -> Result<Option<Compacted>, ProviderError> {
+        if self.config.protocol != Protocol::Anthropic || !self.config.native_compaction {
+            return Ok(None);
+        }
+        let mut body = self.render(request);
+        if let Value::Object(fields) = &mut body {
+            // What only shapes a reply is refused there, as the official SDK's tool runner
+            // knows (`withoutCompactionIncompatibleParams`).
+            fields.remove("context_management");
+            fields.remove("stop_sequences");
+            fields.remove("output_format");
+            if fields
+                .get("tool_choice")
+                .and_then(|c| c.get("type"))
+                .is_some_and(|t| t == "any" || t == "tool")
+            {
+                fields.remove("tool_choice");
+            }
+            if let Some(Value::Object(output)) = fields.get_mut("output_config") {
+                output.remove("format");
+            }
+            fields.insert("compaction".into(), json!({ "type": "summarize" }));
+        }
+        let parsed = self.send_body(body, &mut |_| {}).await?;
+        let block = parsed.response.parts.into_iter().find_map(|p| match p {
+            ishiki_model::Part::Compaction(c) => Some(c),
+            _ => None,
+        });
+        block.map(Some).ok_or_else(|| {
+            ProviderError::malformed(format!(
+                "the compaction request was answered without a `compaction` block (stop reason `{}`)",
+                parsed.stop_reason
+            ))
+        })
+    }
+
+    async fn send_body<F: FnMut(StreamEvent)>(
+        &self,
+        mut body: Value,
+        mut on_event: F,
+    ) -> Result<ParsedResponse, ProviderError> {
         // The stamp of the reasoning the answer will carry (crate::replay).
         let prefix = match self.config.protocol {
             Protocol::OpenAi => None,
@@ -288,10 +347,14 @@ impl HttpModel {
                     for r in parsed.response.reasoning_mut() {
                         r.model.clone_from(&self.config.model);
                     }
+                    for part in &mut parsed.response.parts {
+                        if let ishiki_model::Part::Compaction(c) = part {
+                            c.model.clone_from(&self.config.model);
+                        }
+                    }
                     if let Some(prefix) = &prefix {
                         stamp(&mut parsed.response, prefix);
                     }
-                    parsed.replay = replay;
                     return Ok(parsed);
                 }
                 Err(failure) => failure,
@@ -561,6 +624,12 @@ impl Model for HttpModel {
         self.send(request)
             .await
             .map(|parsed| parsed.response)
+            .map_err(ModelError::from)
+    }
+
+    async fn compact(&self, request: &Request) -> Result<Option<Compacted>, ModelError> {
+        self.compact_request(request)
+            .await
             .map_err(ModelError::from)
     }
 }

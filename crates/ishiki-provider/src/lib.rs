@@ -82,9 +82,9 @@ mod responses;
 mod sse;
 
 pub use anthropic::{
-    ANTHROPIC, AnthropicOptions, CacheLayout, INLINE_TOOLS_BETA, THINKING_BINDING_BETA, Thinking,
-    anthropic_betas, anthropic_cache_layout, parse_anthropic_response, render_anthropic,
-    render_anthropic_with_report,
+    ANTHROPIC, AnthropicOptions, COMPACTION_BETA, CacheLayout, INLINE_TOOLS_BETA,
+    THINKING_BINDING_BETA, Thinking, anthropic_betas, anthropic_cache_layout,
+    parse_anthropic_response, render_anthropic, render_anthropic_with_report,
 };
 pub use common::ReplayReport;
 pub use error::{ProviderError, ProviderErrorKind};

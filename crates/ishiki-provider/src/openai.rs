@@ -168,6 +168,7 @@ fn plain_text(parts: &[Part], with_text: bool) -> String {
             Part::CatalogDelta { added } if !with_text => Some(delta_text(added)),
             Part::Image(m) => Some(media_marker("image", m, "not shown in this message")),
             Part::Audio(m) => Some(media_marker("audio", m, "not shown in this message")),
+            Part::Compaction(c) => crate::common::compaction_text(c),
             _ => None,
         })
         .collect();
@@ -179,6 +180,10 @@ fn user_parts(parts: &[Part], with_text: bool) -> Vec<Value> {
     for part in parts {
         match part {
             Part::Text { text } => out.push(json!({ "type": "text", "text": text })),
+            Part::Compaction(c) => out.extend(
+                crate::common::compaction_text(c)
+                    .map(|text| json!({ "type": "text", "text": text })),
+            ),
             Part::CatalogDelta { added } if !with_text => {
                 out.push(json!({ "type": "text", "text": delta_text(added) }));
             }

@@ -304,6 +304,15 @@ fn render_message(
                         "role": "assistant",
                         "content": media_marker("media", m, "not shown in this message"),
                     }))),
+                    Part::Compaction(c) => {
+                        out.extend(crate::common::compaction_text(c).map(|text| {
+                            Unit::Item(json!({
+                                "type": "message",
+                                "role": "assistant",
+                                "content": text,
+                            }))
+                        }));
+                    }
                     Part::Text { .. } | Part::CatalogDelta { .. } | Part::ToolResult { .. } => {}
                 }
             }
@@ -357,6 +366,7 @@ fn user_parts(parts: &[Part], with_text: bool) -> Vec<Value> {
             Part::Text { text } => out.push(input_text(text.clone())),
             Part::CatalogDelta { added } if !with_text => out.push(input_text(delta_text(added))),
             Part::CatalogDelta { .. } | Part::Reasoning(_) => {}
+            Part::Compaction(c) => out.extend(crate::common::compaction_text(c).map(input_text)),
             Part::Image(m) => match &m.data {
                 Some(data) => out.push(json!({
                     "type": "input_image",

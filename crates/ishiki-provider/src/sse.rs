@@ -510,6 +510,16 @@ impl StreamAssembler {
                             Value::String(piece("signature").to_owned()),
                         );
                     }
+                    // As in the official SDK, a compaction delta carries the block's final
+                    // value (a `null` content is a failed compaction): assigned, not appended.
+                    Some("compaction_delta") => {
+                        block.pieces.remove("content");
+                        for key in ["content", "encrypted_content"] {
+                            if let Some(value) = delta.get(key) {
+                                block.block.insert(key.into(), value.clone());
+                            }
+                        }
+                    }
                     // Citations and future delta kinds do not change what the runtime commits.
                     _ => {}
                 }

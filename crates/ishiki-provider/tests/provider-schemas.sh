@@ -19,6 +19,9 @@ gen() {
 }
 gen node_modules/@anthropic-ai/sdk/resources/messages/messages.d.ts \
   MessageCreateParamsNonStreaming anthropic.schema.json
+# The beta request: compaction requests and the blocks they return.
+gen node_modules/@anthropic-ai/sdk/resources/beta/messages/messages.d.ts \
+  MessageCreateParamsNonStreaming anthropic-beta.schema.json
 gen node_modules/openai/resources/chat/completions/completions.d.ts \
   ChatCompletionCreateParamsNonStreaming openai.schema.json
 gen node_modules/openai/resources/responses/responses.d.ts \

@@ -1,11 +1,12 @@
 // The official SDKs' own stream accumulators as an oracle: reads a recorded server-sent-events
 // stream from FILE, hands it to the SDK as the HTTP response (a custom `fetch`, no network) and
-// prints what the SDK assembled — `MessageStream.finalMessage()` (@anthropic-ai/sdk),
+// prints what the SDK assembled — `MessageStream.finalMessage()` (@anthropic-ai/sdk; its beta
+// `BetaMessageStream` with `anthropic-beta`),
 // `ChatCompletionStream.finalChatCompletion()` and `ResponseStream.finalResponse()` (openai) —
 // as one JSON line, or {"error": "..."} when the SDK refuses the stream.
 //
 // Usage (cwd: the directory whose node_modules holds the pinned SDKs, see provider-schemas.sh):
-//   node sdk-oracle.cjs anthropic|openai|openai-responses FILE
+//   node sdk-oracle.cjs anthropic|anthropic-beta|openai|openai-responses FILE
 'use strict';
 const { readFileSync } = require('node:fs');
 const { createRequire } = require('node:module');
@@ -18,10 +19,14 @@ const fetch = async () =>
   new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream' } });
 
 async function main() {
-  if (protocol === 'anthropic') {
+  if (protocol === 'anthropic' || protocol === 'anthropic-beta') {
     const Anthropic = local('@anthropic-ai/sdk').default ?? local('@anthropic-ai/sdk');
     const client = new Anthropic({ apiKey: 'test', baseURL: 'http://127.0.0.1:9', fetch, maxRetries: 0 });
-    const stream = client.messages.stream({ model: 'm', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] });
+    const params = { model: 'm', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] };
+    // The beta accumulator knows the beta blocks (a compaction request's `compaction_delta`).
+    const stream = protocol === 'anthropic'
+      ? client.messages.stream(params)
+      : client.beta.messages.stream({ ...params, compaction: { type: 'summarize' } });
     return await stream.finalMessage();
   }
   const OpenAI = local('openai').default ?? local('openai');

@@ -534,3 +534,73 @@ fn chat_connects_the_profiles_mcp_servers_and_finds_a_tool_added_mid_session() {
         "the server's tools are offered"
     );
 }
+
+/// A conversation past its window on a model that compacts natively: chat asks the provider
+/// to compact (`compaction: {type: "summarize"}`), then sends the signed block back first,
+/// unchanged, in place of the turns it summarizes.
+#[test]
+fn chat_compacts_natively_on_a_model_that_can_and_sends_the_block_back_first() {
+    let message = |id: &str, content: &str, stop: &str, input: u32| {
+        format!(
+            r#"{{"id":"{id}","type":"message","role":"assistant","model":"claude-opus-5-5","content":{content},"stop_reason":"{stop}","usage":{{"input_tokens":{input},"output_tokens":3}}}}"#
+        )
+    };
+    let block = r#"{"type":"compaction","content":"The user shared a long list of apples.","encrypted_content":"enc-1","signature":"sig-1"}"#;
+    let (base, seen) = replay(vec![
+        message(
+            "msg_1",
+            r#"[{"type":"text","text":"Noted."}]"#,
+            "end_turn",
+            2600,
+        ),
+        message("msg_2", &format!("[{block}]"), "compaction", 2600),
+        message(
+            "msg_3",
+            r#"[{"type":"text","text":"Done."}]"#,
+            "end_turn",
+            900,
+        ),
+    ]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
+    std::fs::write(
+        dir.path().join("models.yaml"),
+        format!("models:\n  main: {{ input: [text], provider: anthropic, baseUrl: \"{base}\", model: claude-opus-5-5, apiKeyEnv: ISHIKI_TEST_KEY, contextWindow: 3000, maxOutputTokens: 500 }}\n"),
+    )
+    .expect("models");
+    let long = format!("remember: {}\nand now?\n", "apple ".repeat(1500));
+    let output = chat_process(dir.path(), "state", &[], &[], &long);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("into the provider's own summary"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("assistant: Done."), "{stdout}");
+    let seen = seen.lock().expect("lock");
+    assert_eq!(seen.len(), 3, "answer, compaction, answer");
+    let asked: serde_json::Value = serde_json::from_str(&seen[1]).expect("json");
+    assert_eq!(
+        asked["compaction"],
+        serde_json::json!({ "type": "summarize" })
+    );
+    // The compacted turns end on the finished answer; the new user turn is kept.
+    assert_eq!(
+        asked["messages"].as_array().map(Vec::len),
+        Some(2),
+        "{asked}"
+    );
+    let next: serde_json::Value = serde_json::from_str(&seen[2]).expect("json");
+    assert!(next.get("compaction").is_none());
+    assert_eq!(next["messages"][0]["role"], "assistant");
+    let sent: serde_json::Value = serde_json::from_str(block).expect("json");
+    assert_eq!(next["messages"][0]["content"][0], sent);
+    assert!(
+        next["messages"][1].to_string().contains("and now?"),
+        "{next}"
+    );
+}

@@ -311,6 +311,10 @@ pub struct ModelCapabilities {
     /// changed (a safety net on models with preserved thinking).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drop_invalid_thinking: Option<bool>,
+    /// `nativeCompaction`: the provider compacts the conversation itself (Anthropic
+    /// `compaction: {type: "summarize"}`); the context engine then asks it, not a summary model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub native_compaction: Option<bool>,
     /// `systemMessages`: the model takes mid-conversation system messages.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_messages: Option<bool>,

@@ -116,11 +116,13 @@ impl Runtime {
                 }
                 Part::Text { .. } | Part::Reasoning(_) => content.push(part.clone()),
                 // A model adapter returns only the three kinds above; these are not part of an
-                // assistant turn and are not committed.
+                // assistant turn and are not committed (a compaction block stands first in a
+                // request, never in history: the context engine places it).
                 Part::Image(_)
                 | Part::Audio(_)
                 | Part::ToolResult { .. }
-                | Part::CatalogDelta { .. } => {}
+                | Part::CatalogDelta { .. }
+                | Part::Compaction(_) => {}
             }
         }
         if text_protocol && let Some(text) = response.text() {

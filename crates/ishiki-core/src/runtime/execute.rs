@@ -52,19 +52,36 @@ impl Runtime {
     }
 
     /// One whole step against a model: prepare, respond, commit, execute. When the context
-    /// engine asks for a compaction, `model` writes the summary first; a request `model`
+    /// engine asks for a compaction, `model` compacts first (natively when it can,
+    /// [`Model::compact`](crate::Model::compact), else as a text summary); a request `model`
     /// refuses as longer than its window is folded and compacted and tried once more.
     pub async fn step_with(&mut self, model: &dyn Model) -> Result<Vec<CallReport>, RuntimeError> {
         let mut retried = false;
         loop {
             let mut prepared = self.prepare()?;
             if let Some(compaction) = &prepared.compaction {
-                let summary = model
-                    .respond(&compaction.request)
-                    .await
-                    .map(|r| r.text().unwrap_or_default())
-                    .map_err(|e| e.message().to_owned());
-                prepared = self.compact(prepared, summary)?;
+                // The provider's own compaction when the model has one; a text summary when
+                // it has none, or its compaction failed or wrote nothing.
+                let native = match compaction.native_request() {
+                    Some(request) => model
+                        .compact(request)
+                        .await
+                        .ok()
+                        .flatten()
+                        .filter(|block| block.summary.is_some()),
+                    None => None,
+                };
+                prepared = match native {
+                    Some(block) => self.compact_natively(prepared, block)?,
+                    None => {
+                        let summary = model
+                            .respond(&compaction.request)
+                            .await
+                            .map(|r| r.text().unwrap_or_default())
+                            .map_err(|e| e.message().to_owned());
+                        self.compact(prepared, summary)?
+                    }
+                };
             }
             match model.respond(&prepared.request).await {
                 Ok(response) => {

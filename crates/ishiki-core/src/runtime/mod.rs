@@ -44,6 +44,7 @@ use crate::tool::{DirectCall, Tool, ToolContext, ToolErrorKind};
 use crate::{convert, decode};
 
 mod commit;
+mod compact;
 mod error;
 mod execute;
 mod open;
@@ -234,12 +235,32 @@ pub struct CompactionRequest {
     replaced: Vec<Arc<Message>>,
     /// The index in `replaced` of the first message no earlier compaction replaced.
     fresh: usize,
+    /// The request for the provider's own compaction, when the runtime may ask for one.
+    native: Option<NativePlan>,
+}
+
+/// A provider's own compaction of the oldest turns: its request and what it replaces (the
+/// provider cuts only after a finished turn, so its cut may be later than the text one).
+#[derive(Debug, Clone)]
+struct NativePlan {
+    request: Request,
+    through: String,
+    replaced: Vec<Arc<Message>>,
 }
 
 impl CompactionRequest {
-    /// How many history messages the compaction replaces.
+    /// How many history messages the compaction replaces (with a text summary).
     pub fn replaces(&self) -> usize {
         self.replaced.len()
+    }
+
+    /// The request for the provider's own compaction ([`Model::compact`](crate::Model::compact)):
+    /// this request's own prefix up to a finished turn, without an instruction (the provider
+    /// has its own). Give the answer to [`Runtime::compact_natively`]; a model without native
+    /// compaction answers `None` and gets [`request`](Self::request) instead. `None` when no
+    /// finished turn lies past the cut.
+    pub fn native_request(&self) -> Option<&Request> {
+        self.native.as_ref().map(|n| &n.request)
     }
 }
 
@@ -416,6 +437,12 @@ impl Runtime {
     /// Where this runtime's abandoned tool calls are counted (how many still run, the limit).
     pub fn abandoned_work(&self) -> &Arc<crate::guard::AbandonedWork> {
         &self.shared.abandoned
+    }
+
+    /// What the context engine has folded and compacted so far, as committed with the last
+    /// response ([`crate::context`]).
+    pub fn context(&self) -> &ContextState {
+        &self.context
     }
 
     /// The assembled profile.

@@ -2,7 +2,7 @@
 //! cleanup, and the projection of history into the next request (PRJ-*).
 
 use super::*;
-use crate::context::{Compaction, ContextReport, ContextState, Thresholds};
+use crate::context::{ContextReport, ContextState, Thresholds};
 
 impl Runtime {
     /// Registers an inbound platform message (PRJ-2): its images become `asset://<UUID v7>`
@@ -267,77 +267,10 @@ impl Runtime {
         self.prepare_with(None)
     }
 
-    /// Compacts the turns `prepared` asked to compact ([`Prepared::compaction`]) with
-    /// `summary` — the compaction model's answer, or `Err` with why there is none (it failed,
-    /// or no model could be asked) — and prepares the request again. Without a summary the
-    /// turns are still replaced, by a note saying where they read back, so a failed summary
-    /// never ends the session. Nothing is committed until [`Runtime::commit`].
-    pub fn compact(
+    pub(super) fn prepare_with(
         &mut self,
-        prepared: Prepared,
-        summary: Result<String, String>,
+        context: Option<ContextState>,
     ) -> Result<Prepared, RuntimeError> {
-        let Some(request) = prepared.compaction else {
-            return Ok(prepared);
-        };
-        let mut ctx = prepared.next_context;
-        let previous = ctx.compaction.clone();
-        let mut archived: Vec<Arc<Message>> = Vec::new();
-        if let Some(previous) = &previous {
-            // The earlier summary names the earlier archive: the chain reads back in full.
-            archived.push(Arc::new(crate::context::summary_message(
-                previous,
-                &self.now(),
-            )));
-        }
-        archived.extend(request.replaced[request.fresh..].iter().cloned());
-        let text = crate::context::archive_text(&archived);
-        let url = self
-            .shared
-            .artifacts
-            .put("compacted", text.as_bytes(), "txt")
-            .map_err(|e| err(RuntimeErrorKind::Io, "cannot archive the compacted turns")(&e))?;
-        let summarized = summary
-            .as_deref()
-            .ok()
-            .and_then(crate::context::clean_summary);
-        let compacted = Compaction {
-            through: request.through.clone(),
-            messages: request.replaced.len(),
-            url: url.clone(),
-            summary: summarized.clone(),
-            step: prepared.step,
-        };
-        // Folds of compacted results are gone with them.
-        let gone: HashSet<&str> = request
-            .replaced
-            .iter()
-            .flat_map(|m| &m.content)
-            .filter_map(|p| match p {
-                Part::ToolResult { call_id, .. } => Some(call_id.as_str()),
-                _ => None,
-            })
-            .collect();
-        ctx.folds.retain(|f| !gone.contains(f.call_id.as_str()));
-        ctx.compaction = Some(compacted);
-        let folded_before = prepared.context.folded;
-        let estimated_before = prepared.context.estimated_before;
-        let mut again = self.prepare_with(Some(ctx))?;
-        again.context.estimated_before = estimated_before;
-        let mut folded = folded_before;
-        folded.append(&mut again.context.folded);
-        again.context.folded = folded;
-        again.context.compacted = Some(crate::context::CompactedReport {
-            messages: request.replaced.len(),
-            url,
-            summarized: summarized.is_some(),
-        });
-        // One compaction per request: a summary that is itself too long waits for the next.
-        again.compaction = None;
-        Ok(again)
-    }
-
-    fn prepare_with(&mut self, context: Option<ContextState>) -> Result<Prepared, RuntimeError> {
         // A request with calls that have no results is malformed, and committing another
         // response would drop the waiting calls for good.
         if !self.planned.is_empty() {
@@ -599,9 +532,10 @@ impl Runtime {
                 .checked_sub(1)
                 .and_then(|i| self.history.get(i))
                 .map_or("1970-01-01T00:00:00Z", |e| e.message.created_at.as_str());
-            let summary = Arc::new(crate::context::summary_message(compaction, created_at));
-            raw += crate::context::message_tokens(&summary);
-            messages.push(summary);
+            for summary in crate::context::summary_messages(compaction, created_at) {
+                raw += crate::context::message_tokens(&summary);
+                messages.push(Arc::new(summary));
+            }
         }
         let mut push = |message: Arc<Message>, tokens: u64, messages: &mut Vec<Arc<Message>>| {
             raw += tokens;
@@ -643,7 +577,7 @@ impl Runtime {
 
     /// A history message as requests show it, with its raw token estimate: the stored message,
     /// or, when it holds folded results, its folded version (made once per set of folds).
-    fn shown(
+    pub(super) fn shown(
         &self,
         entry: &Entry,
         ctx: &ContextState,
@@ -699,76 +633,6 @@ impl Runtime {
         };
         cache.insert(entry.message.id.clone(), (count, shown.clone(), tokens));
         (shown, tokens)
-    }
-
-    /// The first history index a compaction in `ctx` keeps (0 without one).
-    fn compacted_upto(&self, ctx: &ContextState) -> usize {
-        ctx.compaction
-            .as_ref()
-            // From the end: a compaction keeps few messages after the one it ends at.
-            .and_then(|c| self.history.iter().rposition(|e| e.message.id == c.through))
-            .map_or(0, |i| i + 1)
-    }
-
-    /// The summary request for compacting the oldest turns of `built`, when a cut exists:
-    /// the request's own prefix up to the cut (so a provider cache serves it), then the
-    /// instruction. The newest messages that fit in half the fold threshold are kept.
-    fn compaction_request(
-        &self,
-        ctx: &ContextState,
-        built: &Projected,
-        tools: &[ToolSpec],
-        thresholds: Thresholds,
-    ) -> Option<CompactionRequest> {
-        let from = self.compacted_upto(ctx);
-        let folded = ctx.folded();
-        let visible: Vec<(usize, Arc<Message>, u64)> = self.history[from..]
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| !e.withdrawn)
-            .map(|(i, e)| {
-                let (m, t) = self.shown(e, ctx, &folded);
-                (from + i, m, t)
-            })
-            .collect();
-        let pairs: Vec<(Arc<Message>, u64)> =
-            visible.iter().map(|(_, m, t)| (m.clone(), *t)).collect();
-        // Half the fold threshold stays, in raw tokens (the thresholds are calibrated).
-        let keep = (thresholds.fold / 2).saturating_mul(1000) / ctx.ratio();
-        let cut = crate::context::compaction_cut(&pairs, keep)?;
-        let first_kept = &visible[cut].1.id;
-        let through_index = visible[cut - 1].0;
-        let through = self.history[through_index].message.id.clone();
-        let position = built
-            .messages
-            .iter()
-            .position(|m| &m.id == first_kept)
-            .unwrap_or(built.messages.len());
-        let mut messages: Vec<Arc<Message>> = built.messages[..position].to_vec();
-        messages.push(Arc::new(Message {
-            id: format!("s{}-context-compaction", self.step + 1),
-            role: Role::User,
-            created_at: self.now(),
-            content: vec![Part::Text {
-                text: crate::context::SUMMARY_INSTRUCTION.to_owned(),
-            }],
-        }));
-        let replaced: Vec<Arc<Message>> = self.history[..=through_index]
-            .iter()
-            .filter(|e| !e.withdrawn)
-            .map(|e| e.message.clone())
-            .collect();
-        // Those before `from` were compacted already: their archive is the earlier one's.
-        let fresh = self.history[..from].iter().filter(|e| !e.withdrawn).count();
-        Some(CompactionRequest {
-            request: Request {
-                tools: tools.to_vec(),
-                messages,
-            },
-            through,
-            replaced,
-            fresh,
-        })
     }
 
     fn media_part(&self, url: &str, media_type: &str) -> Part {

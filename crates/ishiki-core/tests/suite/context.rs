@@ -644,3 +644,101 @@ async fn step_with_tries_a_too_long_request_once_more_after_folding() {
                 .any(|p| matches!(p, Part::Text { text } if text == "summary or answer"))
     }));
 }
+
+/// A model with a native compaction that works or fails as told; it calls `report` until the
+/// window fills, and writes text summaries when asked.
+#[derive(Debug)]
+struct Compacting {
+    native: Result<(), String>,
+    compactions: std::sync::Mutex<Vec<usize>>,
+    summaries: std::sync::Mutex<usize>,
+    steps: std::sync::Mutex<u64>,
+}
+
+impl Compacting {
+    fn new(native: Result<(), String>) -> Self {
+        Self {
+            native,
+            compactions: std::sync::Mutex::default(),
+            summaries: std::sync::Mutex::default(),
+            steps: std::sync::Mutex::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl ishiki_core::Model for Compacting {
+    async fn respond(&self, request: &Request) -> Result<ModelResponse, ishiki_core::ModelError> {
+        let asks_summary = request.messages.last().is_some_and(|m| {
+            m.content.iter().any(
+                |p| matches!(p, Part::Text { text } if text == ishiki_core::context::SUMMARY_INSTRUCTION),
+            )
+        });
+        if asks_summary {
+            *self.summaries.lock().expect("lock") += 1;
+            return Ok(ModelResponse::from_text("a text summary"));
+        }
+        let mut steps = self.steps.lock().expect("lock");
+        *steps += 1;
+        Ok(report_call(&format!("c{steps}"), 250))
+    }
+
+    async fn compact(
+        &self,
+        request: &Request,
+    ) -> Result<Option<ishiki_core::Compacted>, ishiki_core::ModelError> {
+        self.compactions
+            .lock()
+            .expect("lock")
+            .push(request.messages.len());
+        match &self.native {
+            Ok(()) => Ok(Some(ishiki_core::Compacted {
+                provider: "scripted".into(),
+                model: "seeing".into(),
+                data: json!({ "type": "compaction", "content": "the provider's summary" }),
+                summary: Some("the provider's summary".into()),
+            })),
+            Err(reason) => Err(ishiki_core::ModelError::retryable(reason.clone())),
+        }
+    }
+}
+
+#[tokio::test]
+async fn step_with_compacts_natively_when_the_model_can_and_with_a_text_summary_when_that_fails() {
+    let profile = "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.6, neverFold: [report] }\n";
+    for native in [Ok(()), Err("compaction_unavailable".to_owned())] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut rt = open(dir.path(), profile, 16_000);
+        rt.add_user_message("m1", "survey the reports", &[])
+            .expect("message");
+        let model = Compacting::new(native.clone());
+        let mut k = 0;
+        while rt.context().compaction.is_none() {
+            k += 1;
+            assert!(k < 20, "no compaction came");
+            rt.step_with(&model).await.expect("a step");
+        }
+        let compaction = rt.context().compaction.clone().expect("compacted");
+        assert_eq!(model.compactions.lock().expect("lock").len(), 1);
+        let summaries = *model.summaries.lock().expect("lock");
+        let first = rt.prepare().expect("prepare").request.messages[0].clone();
+        match native {
+            Ok(()) => {
+                // The block opens the request, alone, and no text summary was asked for.
+                assert_eq!(summaries, 0);
+                assert!(compaction.native.is_some());
+                assert_eq!(first.role, Role::Assistant);
+                assert!(
+                    matches!(first.content.as_slice(), [Part::Compaction(c)] if c.summary.as_deref() == Some("the provider's summary"))
+                );
+            }
+            Err(_) => {
+                // The provider could not compact: a text summary took its place.
+                assert_eq!(summaries, 1);
+                assert!(compaction.native.is_none());
+                assert_eq!(compaction.summary.as_deref(), Some("a text summary"));
+                assert_eq!(first.role, Role::User);
+            }
+        }
+    }
+}

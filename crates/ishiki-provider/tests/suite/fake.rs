@@ -16,7 +16,17 @@
 //! - every `tool_result` answers a `tool_use` of the assistant message just before, and every
 //!   `tool_use` followed by a user turn is answered there;
 //! - `thinking: {type: "enabled", budget_tokens}` is refused by the adaptive-only families
-//!   (Claude 4.7 and later: Opus 4.7/4.8/5/5.5, Sonnet 5/5.5, Fable 5+, Mythos 5+, Haiku 5.5).
+//!   (Claude 4.7 and later: Opus 4.7/4.8/5/5.5, Sonnet 5/5.5, Fable 5+, Mythos 5+, Haiku 5.5);
+//! - compaction (the `compaction_*` errors of `@anthropic-ai/sdk` 1.14, `BetaCompactionConfig`
+//!   and `BetaCompactionBlockParam`): a request with `compaction: {type: "summarize"}` needs the
+//!   `compact-2026-09-04` beta, takes no `context_management`, `stop_sequences` or output
+//!   format, must not end on an unfinished assistant turn and must hold something to
+//!   summarize; it is answered with one signed `compaction` block alone (`stop_reason`
+//!   `compaction`). A later request sends that block back first in the conversation, in an
+//!   assistant message, unchanged (its `content`, `encrypted_content`, `signature` and
+//!   `tool_changes`); a second block with content, a block elsewhere, an edited content or
+//!   a bad signature is refused. The block's `tool_changes` hold the tools the compacted range
+//!   added, so a tool both in them and in `tools` (or added again) is a name conflict.
 //!
 //! Responses: a `reasoning` item must be followed by the item that followed it when it was made
 //! ("Item 'rs_…' of type 'reasoning' was provided without its required following item").
@@ -109,6 +119,172 @@ pub(crate) struct Checked {
     pub(crate) layout: String,
 }
 
+/// The beta a compaction request needs.
+pub(crate) const COMPACT_BETA: &str = "compact-2026-09-04";
+
+/// The signature of a compaction block: one part over what only the server reads
+/// (`encrypted_content`, `tool_changes`), one over the readable `content`, so an edited
+/// summary and a forged block get their own errors.
+fn sign_compaction(block: &Value) -> String {
+    let opaque = json!({ "encrypted_content": block["encrypted_content"],
+        "tool_changes": block["tool_changes"] });
+    format!("cmp-{}-{}", sign(&opaque), sign(&block["content"]))
+}
+
+/// The names a `tool_addition` block makes available.
+fn added_name(block: &Value) -> Option<String> {
+    let tool = &block["tool"];
+    tool["definition"]["name"]
+        .as_str()
+        .or_else(|| tool["name"].as_str())
+        .map(str::to_owned)
+}
+
+/// The compaction rules (see the module docs) for a request's messages.
+fn check_compaction(body: &Value, messages: &[Value], beta: &str) -> Result<(), String> {
+    let mut with_content = 0;
+    for (i, m) in messages.iter().enumerate() {
+        for (j, block) in content_of(m).iter().enumerate() {
+            if block["type"] != "compaction" {
+                continue;
+            }
+            if block["content"].is_null() {
+                // A failed compaction round-tripped: the server treats it as a no-op.
+                continue;
+            }
+            if block["content"] == "" {
+                return Err(format!(
+                    "messages.{i}.content.{j}.content: empty string content is not allowed"
+                ));
+            }
+            with_content += 1;
+            if with_content > 1 {
+                return Err(format!(
+                    "compaction_block_ambiguous: messages.{i}.content.{j}: `messages` holds more than one `compaction` block with content. Send only the block the conversation returned last."
+                ));
+            }
+            if (i, j) != (0, 0) || m["role"] != "assistant" {
+                return Err(format!(
+                    "compaction_block_misplaced: messages.{i}.content.{j}: the `compaction` block is not the first block of the conversation, or is in a `system` message"
+                ));
+            }
+            let signature = block["signature"].as_str().unwrap_or_default();
+            let expected = sign_compaction(block);
+            let opaque_part = |s: &str| s.rsplit_once('-').map(|(head, _)| head.to_owned());
+            if signature != expected {
+                return Err(if opaque_part(signature) == opaque_part(&expected) {
+                    format!(
+                        "compaction_content_mismatch: messages.{i}.content.{j}: the `compaction` block's `content` differs from the text its `signature` recorded"
+                    )
+                } else {
+                    format!(
+                        "compaction_signature_invalid: messages.{i}.content.{j}: the `compaction` block's `signature` does not verify"
+                    )
+                });
+            }
+        }
+    }
+    // One name, one tool: `tools`, the compaction's tool changes and later additions.
+    let mut names: Vec<String> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    for m in messages {
+        for block in content_of(m) {
+            let additions: Vec<Value> = match block["type"].as_str() {
+                Some("compaction") => block["tool_changes"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+                Some("tool_addition") => vec![block.clone()],
+                _ => Vec::new(),
+            };
+            for addition in additions.iter().filter(|a| a["type"] == "tool_addition") {
+                if let Some(name) = added_name(addition) {
+                    if names.contains(&name) {
+                        return Err(format!(
+                            "tool_name_conflict: the tool `{name}` made available in `messages` takes a name that an available tool already holds"
+                        ));
+                    }
+                    names.push(name);
+                }
+            }
+        }
+    }
+    if body.get("compaction").is_none_or(Value::is_null) {
+        return Ok(());
+    }
+    if !beta.contains(COMPACT_BETA) {
+        return Err("compaction: Extra inputs are not permitted".into());
+    }
+    if body["compaction"]["type"] != "summarize" {
+        return Err("compaction.type: Input should be 'summarize'".into());
+    }
+    for key in ["context_management", "stop_sequences", "output_format"] {
+        if body.get(key).is_some() {
+            return Err(format!(
+                "{key}: cannot be combined with `compaction` (a compaction request returns no reply)"
+            ));
+        }
+    }
+    if body["output_config"].get("format").is_some() {
+        return Err(
+            "output_config.format: cannot be combined with `compaction` (a compaction request returns no reply)"
+                .into(),
+        );
+    }
+    if let Some(last) = messages.last()
+        && last["role"] == "assistant"
+        && content_of(last).iter().any(|b| b["type"] == "tool_use")
+    {
+        return Err(
+            "compaction_incomplete_turn: the compaction request ends on an `assistant` turn that is not finished"
+                .into(),
+        );
+    }
+    let something = messages
+        .iter()
+        .any(|m| m["role"] != "system" && content_of(m).iter().any(|b| b["type"] != "compaction"));
+    if !something {
+        return Err(
+            "compaction_nothing_to_summarize: `messages` holds no `user` or `assistant` content to summarize or adopt"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The fake's answer to a compaction request: one signed block that names how many messages
+/// it summarizes and carries the tools the range added as its `tool_changes`.
+pub(crate) fn compaction_answer(body: &Value, n: usize) -> Value {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let mut changes: Vec<Value> = Vec::new();
+    for m in &messages {
+        for block in content_of(m) {
+            match block["type"].as_str() {
+                Some("compaction") => {
+                    changes.extend(
+                        block["tool_changes"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default(),
+                    );
+                }
+                Some("tool_addition") => changes.push(block.clone()),
+                _ => {}
+            }
+        }
+    }
+    let mut block = json!({ "type": "compaction",
+        "content": format!("Summary {n}: {} messages of work so far.", messages.len()),
+        "encrypted_content": format!("enc-compaction-{n}"),
+        "tool_changes": changes });
+    block["signature"] = json!(sign_compaction(&block));
+    block
+}
+
 /// Checks a Messages request as the API does; `Err` is the 400 message.
 pub(crate) fn check_anthropic(body: &Value, beta: &str) -> Result<(Checked, Vec<Value>), String> {
     let model = body["model"].as_str().unwrap_or_default();
@@ -134,6 +310,11 @@ pub(crate) fn check_anthropic(body: &Value, beta: &str) -> Result<(Checked, Vec<
             .map(|p| messages[p]["role"].as_str().unwrap_or_default());
         match (role, previous) {
             ("user", None) => {}
+            // A compaction block opens the conversation in an assistant message.
+            ("assistant", None)
+                if content_of(m)
+                    .first()
+                    .is_some_and(|b| b["type"] == "compaction") => {}
             (_, None) => {
                 return Err(format!(
                     "messages.0: the first message must use the user role, not {role}"
@@ -167,6 +348,7 @@ pub(crate) fn check_anthropic(body: &Value, beta: &str) -> Result<(Checked, Vec<
             }
         }
     }
+    check_compaction(body, messages, beta)?;
     // tool_use / tool_result pairing.
     for (i, m) in messages.iter().enumerate() {
         let ids = |m: &Value, kind: &str, key: &str| -> Vec<String> {
@@ -357,6 +539,8 @@ pub(crate) struct Log {
     pub(crate) thinking_dropped: usize,
     pub(crate) layouts: Vec<String>,
     pub(crate) bodies: Vec<Value>,
+    /// The compaction blocks the fake made, in order.
+    pub(crate) compactions: Vec<Value>,
 }
 
 /// The scripted answer to the `n`-th request: the content blocks (Anthropic) or output items
@@ -405,6 +589,20 @@ pub(crate) async fn start(api: Api, mut script: Script) -> (String, Arc<Mutex<Lo
                             (
                                 400,
                                 json!({ "type": "error", "error": { "type": "invalid_request_error", "message": message } }),
+                            )
+                        }
+                        Ok((checked, _))
+                            if body.get("compaction").is_some_and(|c| !c.is_null()) =>
+                        {
+                            log.thinking_valid += checked.thinking_valid;
+                            let block = compaction_answer(&body, n);
+                            log.compactions.push(block.clone());
+                            (
+                                200,
+                                json!({ "id": format!("msg_{n}"), "type": "message", "role": "assistant",
+                                "model": body["model"], "content": [block],
+                                "stop_reason": "compaction",
+                                "usage": { "input_tokens": 10, "output_tokens": 5 } }),
                             )
                         }
                         Ok((checked, transformations)) => {

@@ -2,6 +2,7 @@
 
 mod body_limit;
 mod common;
+mod compaction;
 mod fake;
 mod http;
 mod invariants;

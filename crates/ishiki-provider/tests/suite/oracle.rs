@@ -58,13 +58,22 @@ fn ours(protocol: Protocol, stream: &str) -> Result<(ModelResponse, String), Str
 }
 
 fn sdk(protocol: Protocol, stream: &str) -> Result<(ModelResponse, String), String> {
+    sdk_as(protocol.name(), protocol, stream)
+}
+
+/// The SDK's accumulator named `accumulator` (a protocol's name, or `anthropic-beta`).
+fn sdk_as(
+    accumulator: &str,
+    protocol: Protocol,
+    stream: &str,
+) -> Result<(ModelResponse, String), String> {
     let dir = sdk_dir();
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), stream).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk-oracle.cjs");
     let output = Command::new("node")
         .arg(&script)
-        .arg(protocol.name())
+        .arg(accumulator)
         .arg(file.path())
         .current_dir(&dir)
         .output()
@@ -358,4 +367,39 @@ fn every_recorded_stream_assembles_to_the_turn_the_official_sdk_assembles() {
             _ => panic!("{name}: the sdk says {expected:?}, ishiki says {got:?}"),
         }
     }
+}
+
+#[test]
+fn a_streamed_compaction_assembles_to_the_block_the_official_beta_sdk_assembles() {
+    let block_start = json!({ "type": "compaction", "content": null, "encrypted_content": null,
+        "signature": "cmp-sig", "tool_changes": [] });
+    let mut events = anthropic_message(vec![
+        block(0, block_start),
+        delta(
+            0,
+            json!({ "type": "compaction_delta", "content": "The user asked", "encrypted_content": null }),
+        ),
+        delta(
+            0,
+            json!({ "type": "compaction_delta", "content": "The user asked for a survey; three districts are done.",
+                "encrypted_content": "enc-1" }),
+        ),
+        stop(0),
+    ]);
+    events.extend(end("compaction"));
+    let stream = sse(&events);
+    let expected = sdk_as("anthropic-beta", Protocol::Anthropic, &stream).expect("the sdk");
+    let got = ours(Protocol::Anthropic, &stream).expect("ishiki");
+    assert_eq!(got, expected);
+    // A delta carries the block's final value: assigned, not appended.
+    let [ishiki_core::Part::Compaction(c)] = got.0.parts.as_slice() else {
+        panic!("one compaction block: {:?}", got.0.parts);
+    };
+    assert_eq!(
+        c.summary.as_deref(),
+        Some("The user asked for a survey; three districts are done.")
+    );
+    assert_eq!(c.data["encrypted_content"], "enc-1");
+    assert_eq!(c.data["signature"], "cmp-sig");
+    assert_eq!(got.1, "compaction");
 }

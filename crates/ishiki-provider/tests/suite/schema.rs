@@ -32,7 +32,8 @@ pub(crate) fn sdk_dir() -> PathBuf {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = schemas_dir();
-    let file = dir.join("openai-responses.schema.json");
+    // The last schema the script makes (older installs lack it and are made again).
+    let file = dir.join("anthropic-beta.schema.json");
     if !file.exists() {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/provider-schemas.sh");
         let status = Command::new("bash").arg(&script).arg(&dir).status();
@@ -176,4 +177,49 @@ fn every_example_request_matches_the_sdk_schemas() {
     let bad_image = json!({ "model": "m", "input": [{ "type": "message", "role": "user",
         "content": [{ "type": "input_image", "image_url": "data:image/png;base64,AAAA" }] }] });
     assert!(!responses.is_valid(&bad_image), "detail is required");
+}
+
+#[test]
+fn a_compaction_request_and_the_request_that_sends_its_block_back_match_the_beta_sdk_schema() {
+    use ishiki_core::{Compacted, Message};
+    let beta = jsonschema::validator_for(&schema("anthropic-beta.schema.json")).unwrap();
+    let check = |body: &Value, what: &str| {
+        let errors: Vec<String> = beta
+            .iter_errors(body)
+            .take(5)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{what}: {}", errors.join("\n"));
+    };
+    let case = cases().into_iter().last().expect("a recorded request");
+    let options = AnthropicOptions::new("claude-test", 1024);
+    // The compaction request: the rendered conversation with `compaction` (as the HTTP model
+    // sends it).
+    let mut asking = render_anthropic(&case.request, &options);
+    asking["compaction"] = json!({ "type": "summarize" });
+    check(&asking, "the compaction request");
+    // The next request opens with the block, verbatim.
+    let block = json!({ "type": "compaction", "content": "A summary.", "encrypted_content": "enc",
+        "signature": "sig", "tool_changes": [] });
+    let mut request = case.request.clone();
+    request.messages.insert(
+        0,
+        std::sync::Arc::new(Message {
+            id: "s9-context-summary".into(),
+            role: Role::Assistant,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            content: vec![Part::Compaction(Compacted {
+                provider: ANTHROPIC.into(),
+                model: "claude-test".into(),
+                data: block.clone(),
+                summary: Some("A summary.".into()),
+            })],
+        }),
+    );
+    let body = render_anthropic(&request, &options);
+    assert_eq!(body["messages"][0]["content"][0], block);
+    check(&body, "the request after it");
+    // The schema does refuse a wrong shape: a compaction mode that does not exist.
+    asking["compaction"] = json!({ "type": "truncate" });
+    assert!(!beta.is_valid(&asking));
 }
