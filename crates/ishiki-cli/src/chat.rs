@@ -401,7 +401,7 @@ async fn turn_loop(
                 && let Some(request) = compaction.native_request()
             {
                 match model.compact_request(request).await {
-                    Ok(block) => native = block.filter(|b| b.summary.is_some()),
+                    Ok(block) => native = block,
                     Err(reason) => writeln!(
                         out,
                         "[step {step}] context: the provider's compaction failed ({reason}); asking for a summary instead"

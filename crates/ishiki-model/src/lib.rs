@@ -78,10 +78,11 @@ pub trait Model: Send + Sync + std::fmt::Debug {
     async fn respond(&self, request: &Request) -> Result<ModelResponse, ModelError>;
 
     /// Summarizes the conversation of `request` with the provider's own compaction (Anthropic's
-    /// `compaction: {type: "summarize"}`), when this model has one: the answer is sent back
-    /// first, verbatim, in place of the turns it summarizes. `Ok(None)`, the default, says
-    /// the model has no native compaction; a caller then asks [`respond`](Self::respond) for a
-    /// summary as text.
+    /// `compaction: {type: "summarize"}`, OpenAI's `/responses/compact`), when this model has
+    /// one: the answer is sent back first, verbatim, in place of the turns it summarizes.
+    /// `Ok(None)`, the default, says the model has no native compaction; a caller then asks
+    /// [`respond`](Self::respond) for a summary as text. A compaction that wrote nothing is an
+    /// error, not an empty answer.
     async fn compact(&self, request: &Request) -> Result<Option<Compacted>, ModelError> {
         let _ = request;
         Ok(None)

@@ -121,19 +121,21 @@ pub enum Part {
 }
 
 /// A provider's own compaction of earlier turns exactly as it returned it (an Anthropic
-/// `compaction` block with its `signature`, `encrypted_content` and `tool_changes`), made by
+/// `compaction` block with its `signature`, `encrypted_content` and `tool_changes`; OpenAI's
+/// compacted window, its kept user messages then one encrypted `compaction` item), made by
 /// [`crate::Model::compact`]. It is stored verbatim and sent back byte for byte, first, in
 /// place of the turns it summarizes, to the same provider; a renderer for any other provider
 /// shows [`summary`](Self::summary) as text instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Compacted {
-    /// The wire protocol that produced it (`anthropic`).
+    /// The wire protocol that produced it (`anthropic`, `openai-responses`).
     pub provider: String,
     /// The model that produced it, as the request named it.
     pub model: String,
-    /// The block or items, verbatim.
+    /// The block (Anthropic) or the list of items (OpenAI), verbatim.
     pub data: serde_json::Value,
-    /// The readable summary the provider sent with it, when it sent one.
+    /// The readable summary the provider sent with it, when it sent one (OpenAI's is
+    /// encrypted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
 }

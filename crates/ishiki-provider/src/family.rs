@@ -3,7 +3,7 @@
 //!
 //! Sources (read 2026-12): Anthropic "Preserved thinking" / "Prefix checks" (the models that
 //! bind thinking to its prefix), "Mid-conversation system messages" (the models that take
-//! them), "Compaction" (the models that compact natively), "Adaptive thinking" and "Extended
+//! them), "Compaction" (the models that compact natively; OpenAI's `/responses/compact`), "Adaptive thinking" and "Extended
 //! thinking troubleshooting" (Claude 4.7 and later refuse `budget_tokens`); OpenAI's model
 //! pages for the GPT-5 family. Windows and output limits are the documented sizes of each
 //! family, rounded down where a family varies.
@@ -24,7 +24,8 @@ pub struct ModelFamily {
     pub preserved_thinking: bool,
     /// Takes mid-conversation `role: "system"` messages.
     pub system_messages: bool,
-    /// Compacts a conversation itself (Anthropic `compaction: {type: "summarize"}`).
+    /// Compacts a conversation itself (Anthropic `compaction: {type: "summarize"}`, OpenAI
+    /// `/responses/compact`).
     pub native_compaction: bool,
     /// Reasons (OpenAI `reasoning` parameter).
     pub reasoning: bool,
@@ -107,7 +108,8 @@ impl ModelFamily {
                     adaptive_thinking: false,
                     preserved_thinking: false,
                     system_messages: true,
-                    native_compaction: false,
+                    // `/responses/compact` is a Responses endpoint.
+                    native_compaction: protocol == Protocol::OpenAiResponses,
                     reasoning: true,
                     cache_breakpoints: gpt_version(name).is_some_and(|v| v >= (5, 6)),
                     context_window: if name.starts_with("gpt-5") {
@@ -186,5 +188,11 @@ mod tests {
         let gpt = ModelFamily::of(Protocol::OpenAiResponses, "openai/gpt-5.6");
         assert!(gpt.reasoning && gpt.cache_breakpoints);
         assert!(!ModelFamily::of(Protocol::OpenAiResponses, "gpt-5.5").cache_breakpoints);
+        // Compaction: Opus and Sonnet 4.6 and later, the 5 families, Responses' endpoint.
+        assert!(opus.native_compaction && sonnet5.native_compaction && fable.native_compaction);
+        assert!(anthropic("claude-sonnet-4-6").native_compaction);
+        assert!(!old.native_compaction && !unknown.native_compaction);
+        assert!(gpt.native_compaction);
+        assert!(!ModelFamily::of(Protocol::OpenAi, "gpt-5.6").native_compaction);
     }
 }

@@ -269,7 +269,10 @@ impl HttpModel {
         mut on_event: F,
     ) -> Result<ParsedResponse, ProviderError> {
         let (body, replay) = self.render_with_report(request);
-        let mut parsed = self.send_body(body, &mut on_event).await?;
+        let url = self.endpoint();
+        let mut parsed = self
+            .send_body(&url, body, self.config.stream, &mut on_event)
+            .await?;
         parsed.replay = replay;
         Ok(parsed)
     }
@@ -283,9 +286,39 @@ impl HttpModel {
         &self,
         request: &Request,
     ) -> Result<Option<Compacted>, ProviderError> {
-        if self.config.protocol != Protocol::Anthropic || !self.config.native_compaction {
+        if !self.config.native_compaction {
             return Ok(None);
         }
+        let block = match self.config.protocol {
+            Protocol::OpenAi => return Ok(None),
+            Protocol::Anthropic => self.compact_anthropic(request).await?,
+            Protocol::OpenAiResponses => self.compact_responses(request).await?,
+        };
+        Ok(Some(block))
+    }
+
+    /// `/responses/compact`: the window compacted to its user messages and one encrypted
+    /// `compaction` item, sent back first, verbatim. It takes the conversation and the
+    /// instructions only (no tools, no sampling fields).
+    async fn compact_responses(&self, request: &Request) -> Result<Compacted, ProviderError> {
+        let rendered = self.render(request);
+        let mut body = serde_json::Map::new();
+        for key in ["model", "input", "instructions", "prompt_cache_key"] {
+            if let Some(value) = rendered.get(key).filter(|v| !v.is_null()) {
+                body.insert(key.to_owned(), value.clone());
+            }
+        }
+        let url = format!(
+            "{}/responses/compact",
+            self.config.base_url.trim_end_matches('/')
+        );
+        let parsed = self
+            .send_body(&url, Value::Object(body), false, &mut |_| {})
+            .await?;
+        compaction_of(parsed)
+    }
+
+    async fn compact_anthropic(&self, request: &Request) -> Result<Compacted, ProviderError> {
         let mut body = self.render(request);
         if let Value::Object(fields) = &mut body {
             // What only shapes a reply is refused there, as the official SDK's tool runner
@@ -305,22 +338,25 @@ impl HttpModel {
             }
             fields.insert("compaction".into(), json!({ "type": "summarize" }));
         }
-        let parsed = self.send_body(body, &mut |_| {}).await?;
-        let block = parsed.response.parts.into_iter().find_map(|p| match p {
-            ishiki_model::Part::Compaction(c) => Some(c),
-            _ => None,
-        });
-        block.map(Some).ok_or_else(|| {
-            ProviderError::malformed(format!(
-                "the compaction request was answered without a `compaction` block (stop reason `{}`)",
-                parsed.stop_reason
-            ))
-        })
+        let url = self.endpoint();
+        let parsed = self
+            .send_body(&url, body, self.config.stream, &mut |_| {})
+            .await?;
+        let block = compaction_of(parsed)?;
+        if block.summary.is_none() {
+            // `content: null`: the provider could not summarize (a no-op if sent back).
+            return Err(ProviderError::malformed(
+                "the provider's compaction wrote no summary (its block's `content` is null)",
+            ));
+        }
+        Ok(block)
     }
 
     async fn send_body<F: FnMut(StreamEvent)>(
         &self,
+        url: &str,
         mut body: Value,
+        stream: bool,
         mut on_event: F,
     ) -> Result<ParsedResponse, ProviderError> {
         // The stamp of the reasoning the answer will carry (crate::replay).
@@ -329,18 +365,15 @@ impl HttpModel {
             Protocol::Anthropic => Some(anthropic_response_prefix(&body)),
             Protocol::OpenAiResponses => Some(responses_response_prefix(&body)),
         };
-        if self.config.stream
-            && let Value::Object(fields) = &mut body
-        {
+        if stream && let Value::Object(fields) = &mut body {
             fields.insert("stream".into(), json!(true));
             if self.config.protocol == Protocol::OpenAi {
                 fields.insert("stream_options".into(), json!({ "include_usage": true }));
             }
         }
-        let url = self.endpoint();
         let mut attempt = 0;
         loop {
-            let failure = match self.attempt(&url, &body, &mut on_event).await {
+            let failure = match self.attempt(url, &body, &mut on_event).await {
                 Ok(mut parsed) => {
                     // Reasoning is tagged with the model as configured: the name the next
                     // render compares (the API may answer with a dated alias).
@@ -616,6 +649,24 @@ fn describe(error: &reqwest::Error) -> String {
         source = cause.source();
     }
     out
+}
+
+/// The one compaction part of an answer to a compaction request.
+fn compaction_of(parsed: ParsedResponse) -> Result<Compacted, ProviderError> {
+    let stop = parsed.stop_reason.clone();
+    parsed
+        .response
+        .parts
+        .into_iter()
+        .find_map(|p| match p {
+            ishiki_model::Part::Compaction(c) => Some(c),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            ProviderError::malformed(format!(
+                "the compaction request was answered without a compaction (stop reason `{stop}`)"
+            ))
+        })
 }
 
 #[async_trait::async_trait]

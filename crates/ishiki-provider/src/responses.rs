@@ -19,10 +19,12 @@
 
 use std::collections::BTreeSet;
 
-use ishiki_model::{Message, ModelResponse, Part, Reasoning, Request, Role, Usage};
+use ishiki_model::{Compacted, Message, ModelResponse, Part, Reasoning, Request, Role, Usage};
 use serde_json::{Map, Value, json};
 
-use crate::common::{ReplayReport, delta_text, has_text, is_attachment, is_own, media_marker};
+use crate::common::{
+    ReplayReport, delta_text, has_text, is_attachment, is_own, is_own_compaction, media_marker,
+};
 use crate::error::ProviderError;
 use crate::parsed::ParsedResponse;
 use crate::replay::Prefix;
@@ -304,6 +306,15 @@ fn render_message(
                         "role": "assistant",
                         "content": media_marker("media", m, "not shown in this message"),
                     }))),
+                    // The compacted window, verbatim, where the context engine put it (first).
+                    Part::Compaction(c)
+                        if is_own_compaction(c, OPENAI_RESPONSES, &options.model)
+                            && c.data.is_array() =>
+                    {
+                        for item in c.data.as_array().into_iter().flatten() {
+                            out.push(Unit::Item(item.clone()));
+                        }
+                    }
                     Part::Compaction(c) => {
                         out.extend(crate::common::compaction_text(c).map(|text| {
                             Unit::Item(json!({
@@ -395,7 +406,48 @@ fn user_parts(parts: &[Part], with_text: bool) -> Vec<Value> {
     out
 }
 
-/// Parses a Responses API response body (`object: "response"`).
+/// A `/responses/compact` answer (`object: "response.compaction"`): the compacted window, the
+/// kept user messages then one `compaction` item, kept whole as one opaque part.
+fn parse_compaction(output: &[Value], model: &str) -> Result<ParsedResponse, ProviderError> {
+    let compactions = output.iter().filter(|i| i["type"] == "compaction").count();
+    let last = output.last().map(|i| &i["type"]);
+    if compactions != 1 || last != Some(&Value::from("compaction")) {
+        return Err(ProviderError::malformed(format!(
+            "a compaction answer must end with its one `compaction` item ({compactions} found)"
+        )));
+    }
+    if !output[output.len() - 1]["encrypted_content"].is_string() {
+        return Err(ProviderError::malformed(
+            "the `compaction` item has no `encrypted_content`",
+        ));
+    }
+    if let Some(other) = output[..output.len() - 1]
+        .iter()
+        .find(|i| !(i["type"] == "message" && i["role"] == "user"))
+    {
+        return Err(ProviderError::malformed(format!(
+            "a compaction answer keeps user messages only, not {}",
+            other["type"]
+        )));
+    }
+    Ok(ParsedResponse {
+        response: ModelResponse {
+            parts: vec![Part::Compaction(Compacted {
+                provider: OPENAI_RESPONSES.to_owned(),
+                model: model.to_owned(),
+                data: Value::Array(output.to_vec()),
+                // The summary is encrypted: nothing readable comes with it.
+                summary: None,
+            })],
+            ..ModelResponse::default()
+        },
+        stop_reason: "compaction".to_owned(),
+        ..ParsedResponse::default()
+    })
+}
+
+/// Parses a Responses API response body (`object: "response"`, or a `/responses/compact`
+/// answer, `object: "response.compaction"`, as one [`Part::Compaction`]).
 pub fn parse_responses_response(body: &Value) -> Result<ParsedResponse, ProviderError> {
     if let Some(error) = body.get("error").filter(|e| !e.is_null()) {
         return Err(crate::anthropic::api_error(error));
@@ -409,6 +461,9 @@ pub fn parse_responses_response(body: &Value) -> Result<ParsedResponse, Provider
         .and_then(Value::as_str)
         .unwrap_or_default();
     crate::common::check_items(output.len(), "output items")?;
+    if body.get("object").and_then(Value::as_str) == Some("response.compaction") {
+        return parse_compaction(output, model);
+    }
     let mut parts = Vec::new();
     for (k, item) in output.iter().enumerate() {
         let kind = item.get("type").and_then(Value::as_str).ok_or_else(|| {

@@ -127,7 +127,7 @@ impl Runtime {
         again.context.compacted = Some(crate::context::CompactedReport {
             messages: request.replaced.len(),
             url,
-            summarized: summarized.is_some(),
+            summarized: is_native || summarized.is_some(),
             native: is_native,
         });
         // One compaction per request: a summary that is itself too long waits for the next.

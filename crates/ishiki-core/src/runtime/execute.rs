@@ -61,14 +61,10 @@ impl Runtime {
             let mut prepared = self.prepare()?;
             if let Some(compaction) = &prepared.compaction {
                 // The provider's own compaction when the model has one; a text summary when
-                // it has none, or its compaction failed or wrote nothing.
+                // it has none or its compaction failed (an adapter fails one that wrote
+                // nothing).
                 let native = match compaction.native_request() {
-                    Some(request) => model
-                        .compact(request)
-                        .await
-                        .ok()
-                        .flatten()
-                        .filter(|block| block.summary.is_some()),
+                    Some(request) => model.compact(request).await.ok().flatten(),
                     None => None,
                 };
                 prepared = match native {

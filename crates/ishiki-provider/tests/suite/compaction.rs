@@ -183,6 +183,82 @@ async fn a_session_past_its_window_compacts_natively_and_sends_each_block_back_f
     assert_eq!(first_block(&before)["type"], "compaction");
 }
 
+#[tokio::test]
+async fn a_responses_session_compacts_with_the_compact_endpoint_and_sends_the_window_back_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let mut runtime = open(&dir.path().join("state"), &workspace);
+    runtime
+        .add_user_message("m0", "Survey every district, then report.", &[])
+        .unwrap();
+    let (url, log) = start(
+        Api::Responses,
+        Box::new(|n, _| {
+            let mut output = vec![json!({ "type": "reasoning", "id": format!("rs_{n}"),
+                "summary": [], "encrypted_content": format!("enc-{n}") })];
+            output.push(if n % 5 == 0 {
+                json!({ "type": "message", "role": "assistant", "id": format!("msg_{n}"),
+                    "content": [{ "type": "output_text", "text": format!("Done ({n}).") }] })
+            } else {
+                json!({ "type": "function_call", "id": format!("fc_{n}"),
+                    "call_id": format!("call_{n}"), "name": "survey",
+                    "arguments": json!({ "n": n }).to_string() })
+            });
+            output
+        }),
+    )
+    .await;
+    let model = HttpModel::new(HttpConfig {
+        stream: false,
+        max_retries: 0,
+        backoff: Duration::ZERO,
+        native_compaction: true,
+        ..HttpConfig::new(Protocol::OpenAiResponses, &url, "gpt-5.6")
+    })
+    .unwrap();
+    for step in 1..=120 {
+        let reports = runtime
+            .step_with(&model)
+            .await
+            .unwrap_or_else(|e| panic!("step {step}: {e}"));
+        if reports.is_empty() {
+            runtime
+                .add_user_message(&format!("m{step}"), "Go on with the next districts.", &[])
+                .unwrap();
+        }
+    }
+    let log = log.lock().unwrap();
+    assert_eq!(log.rejected, Vec::<String>::new());
+    assert!(
+        log.compactions.len() >= 3,
+        "{} compactions",
+        log.compactions.len()
+    );
+    // Every request after a compaction (the next compaction request too) carries the newest
+    // window verbatim: the kept user messages, then its one compaction item. A compaction
+    // request is the one without tools (`ResponseCompactParams` has none).
+    let mut newest: Option<&Vec<Value>> = None;
+    let mut made = log.compactions.iter();
+    let mut after = 0;
+    for body in &log.bodies {
+        let input = body["input"].as_array().unwrap();
+        if let Some(window) = newest {
+            let at = input
+                .iter()
+                .position(|i| i["type"] == "compaction")
+                .expect("the compaction item is sent back");
+            assert!(at + 1 >= window.len());
+            assert_eq!(&input[at + 1 - window.len()..=at], window.as_slice());
+            after += 1;
+        }
+        if body.get("tools").is_none() {
+            newest = made.next().and_then(Value::as_array);
+        }
+    }
+    assert!(after > 10, "{after} requests followed a compaction");
+}
+
 #[test]
 fn the_fake_refuses_a_misplaced_edited_forged_or_second_compaction_block() {
     let user =

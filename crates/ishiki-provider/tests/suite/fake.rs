@@ -29,7 +29,10 @@
 //!   added, so a tool both in them and in `tools` (or added again) is a name conflict.
 //!
 //! Responses: a `reasoning` item must be followed by the item that followed it when it was made
-//! ("Item 'rs_…' of type 'reasoning' was provided without its required following item").
+//! ("Item 'rs_…' of type 'reasoning' was provided without its required following item");
+//! `POST /responses/compact` (`ResponseCompactParams`: no tools) answers the input's user
+//! messages then one `compaction` item (`CompactedResponse`), and a later input may carry one
+//! compaction item, one the fake made, with its `encrypted_content` unchanged.
 //!
 //! The fakes answer what a scripted closure says, and count what they saw.
 
@@ -479,6 +482,8 @@ pub(crate) fn sign_answer(body: &Value, content: &mut [Value]) {
 #[derive(Debug, Default)]
 pub(crate) struct ResponsesRule {
     followers: BTreeMap<String, Value>,
+    /// The `encrypted_content` of every compaction item made.
+    compactions: Vec<String>,
 }
 
 impl ResponsesRule {
@@ -493,8 +498,40 @@ impl ResponsesRule {
         }
     }
 
+    /// The answer to `POST /responses/compact`: the input's user messages, then one item.
+    pub(crate) fn compact(&mut self, body: &Value, n: usize) -> Result<Vec<Value>, String> {
+        if body.get("tools").is_some() {
+            return Err("tools: Extra inputs are not permitted".into());
+        }
+        self.check(body)?;
+        let input = body["input"].as_array().ok_or("input: Field required")?;
+        let mut output: Vec<Value> = input
+            .iter()
+            .filter(|i| i["type"] == "message" && i["role"] == "user")
+            .cloned()
+            .collect();
+        let encrypted = format!("cmp-enc-{n}");
+        self.compactions.push(encrypted.clone());
+        output.push(json!({ "type": "compaction", "id": format!("cmp_{n}"),
+            "encrypted_content": encrypted }));
+        Ok(output)
+    }
+
     pub(crate) fn check(&self, body: &Value) -> Result<usize, String> {
         let input = body["input"].as_array().ok_or("input: Field required")?;
+        let compactions: Vec<&Value> = input.iter().filter(|i| i["type"] == "compaction").collect();
+        if compactions.len() > 1 {
+            return Err("input: more than one compaction item; send the latest only".into());
+        }
+        for item in compactions {
+            let encrypted = item["encrypted_content"].as_str().unwrap_or_default();
+            if !self.compactions.iter().any(|c| c == encrypted) {
+                return Err(format!(
+                    "Invalid 'encrypted_content' in compaction item {}",
+                    item["id"]
+                ));
+            }
+        }
         let mut reasoning = 0;
         for (k, item) in input.iter().enumerate() {
             if item["type"] != "reasoning" {
@@ -622,6 +659,26 @@ pub(crate) async fn start(api: Api, mut script: Script) -> (String, Arc<Mutex<Lo
                             )
                         }
                     },
+                    Api::Responses if head.starts_with("POST /responses/compact") => {
+                        match rule.compact(&body, n) {
+                            Err(message) => {
+                                log.rejected.push(message.clone());
+                                (
+                                    400,
+                                    json!({ "error": { "type": "invalid_request_error", "message": message } }),
+                                )
+                            }
+                            Ok(output) => {
+                                log.compactions.push(Value::Array(output.clone()));
+                                (
+                                    200,
+                                    json!({ "id": format!("cmp_{n}"), "object": "response.compaction",
+                                    "created_at": 0, "model": body["model"], "output": output,
+                                    "usage": { "input_tokens": 10, "output_tokens": 5 } }),
+                                )
+                            }
+                        }
+                    }
                     Api::Responses => match rule.check(&body) {
                         Err(message) => {
                             log.rejected.push(message.clone());

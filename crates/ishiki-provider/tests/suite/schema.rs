@@ -222,4 +222,42 @@ fn a_compaction_request_and_the_request_that_sends_its_block_back_match_the_beta
     // The schema does refuse a wrong shape: a compaction mode that does not exist.
     asking["compaction"] = json!({ "type": "truncate" });
     assert!(!beta.is_valid(&asking));
+
+    // OpenAI's compacted window (from `/responses/compact`) opens a Responses input verbatim.
+    let responses = jsonschema::validator_for(&schema("openai-responses.schema.json")).unwrap();
+    let window = json!([
+        { "type": "message", "role": "user", "content": [{ "type": "input_text", "text": "survey" }] },
+        { "type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA" }
+    ]);
+    let mut request = case.request.clone();
+    request.messages.insert(
+        0,
+        std::sync::Arc::new(Message {
+            id: "s9-context-summary".into(),
+            role: Role::Assistant,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            content: vec![Part::Compaction(Compacted {
+                provider: OPENAI_RESPONSES.into(),
+                model: "gpt-test".into(),
+                data: window.clone(),
+                summary: None,
+            })],
+        }),
+    );
+    let body = render_responses(&request, &ResponsesOptions::new("gpt-test"));
+    let input = body["input"].as_array().unwrap();
+    let at = input
+        .iter()
+        .position(|i| i["type"] == "compaction")
+        .unwrap();
+    assert_eq!(json!(input[at - 1..=at]), window);
+    assert!(
+        responses.is_valid(&body),
+        "{:?}",
+        responses
+            .iter_errors(&body)
+            .take(3)
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    );
 }
