@@ -194,6 +194,10 @@ pub struct ContextState {
     /// compacts as far as it can, whatever the estimate says.
     #[serde(default)]
     pub force: bool,
+    /// The archives this conversation made that its folds and compaction no longer name (the
+    /// folds a compaction replaced, earlier compactions): they still read back, here only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archives: Vec<String>,
 }
 
 impl ContextState {
@@ -229,6 +233,15 @@ impl ContextState {
     /// The folded call ids.
     pub fn folded(&self) -> HashSet<&str> {
         self.folds.iter().map(|f| f.call_id.as_str()).collect()
+    }
+
+    /// Every archive URL of this conversation: folded results and inputs, compacted turns.
+    pub fn archive_urls(&self) -> impl Iterator<Item = &str> {
+        self.folds
+            .iter()
+            .flat_map(|f| std::iter::once(f.url.as_str()).chain(f.input_url.as_deref()))
+            .chain(self.compaction.iter().map(|c| c.url.as_str()))
+            .chain(self.archives.iter().map(String::as_str))
     }
 }
 

@@ -112,6 +112,7 @@
 //! # Ok::<(), ishiki_core::AssemblyError>(())
 //! ```
 
+mod archives;
 mod builtin;
 mod clock;
 pub mod context;

@@ -115,7 +115,24 @@ impl Runtime {
                 _ => None,
             })
             .collect();
+        // What no longer names its archive still reads back, in this conversation only.
+        let mut archives: Vec<String> = Vec::new();
+        for fold in ctx
+            .folds
+            .iter()
+            .filter(|f| gone.contains(f.call_id.as_str()))
+        {
+            archives.push(fold.url.clone());
+            archives.extend(fold.input_url.clone());
+        }
+        archives.extend(previous.as_ref().map(|p| p.url.clone()));
+        for url in archives {
+            if !ctx.archives.contains(&url) {
+                ctx.archives.push(url);
+            }
+        }
         ctx.folds.retain(|f| !gone.contains(f.call_id.as_str()));
+        self.own_archive(&url);
         ctx.compaction = Some(compacted);
         let folded_before = prepared.context.folded;
         let estimated_before = prepared.context.estimated_before;

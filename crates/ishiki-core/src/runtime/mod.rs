@@ -19,8 +19,8 @@ use ishiki_projection::{
     ProjectionInput, SourceLink, Verdict,
 };
 use ishiki_resources::{
-    ArtifactScheme, ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore,
-    FileScheme, LocalScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
+    ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore, FileScheme,
+    LocalScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
 };
 use ishiki_toolsearch::{Catalog, CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
@@ -375,6 +375,9 @@ pub struct Runtime {
     window: Option<Window>,
     /// Folded versions of tool messages: message id → (folded results, message, raw tokens).
     fold_cache: Mutex<HashMap<String, FoldedMessage>>,
+    /// The archives this conversation made: the only ones its `artifact:` scheme reads back
+    /// of the context engine's kinds (`crate::archives`).
+    own_archives: Arc<crate::archives::OwnArchives>,
     media_cache: Mutex<HashMap<String, Result<Option<String>, String>>>,
     /// Held for the runtime's lifetime; the last field, so it is released after the store.
     _state_lock: state_dir::StateLock,
@@ -443,6 +446,11 @@ impl Runtime {
     /// response ([`crate::context`]).
     pub fn context(&self) -> &ContextState {
         &self.context
+    }
+
+    /// Lets this conversation read back an archive it just made.
+    fn own_archive(&self, url: &str) {
+        self.own_archives.insert(url);
     }
 
     /// The assembled profile.

@@ -41,7 +41,12 @@ impl Runtime {
         );
         let center = ResourceCenter::new();
         center.register_file_scheme(workspace.clone());
-        center.register_file_scheme(Arc::new(ArtifactScheme(artifacts.clone())));
+        // The context engine's archives read back in this conversation only.
+        let own_archives = Arc::new(crate::archives::OwnArchives::default());
+        center.register_file_scheme(Arc::new(crate::archives::ConversationArtifacts::new(
+            artifacts.clone(),
+            own_archives.clone(),
+        )));
         center.register_file_scheme(Arc::new(AssetScheme(assets.clone())));
         if !b.local_roots.is_empty() {
             center.register_file_scheme(Arc::new(LocalScheme::new(b.local_roots.clone())));
@@ -184,6 +189,9 @@ impl Runtime {
             Some(v) => decode::strict("meta", "key `context`", v.clone())?,
             None => ContextState::default(),
         };
+        for url in context.archive_urls() {
+            own_archives.insert(url);
+        }
         let window = b.window.or_else(|| {
             let caps = &shared.assembly.main.capabilities;
             caps.context_window.map(|tokens| Window {
@@ -221,6 +229,7 @@ impl Runtime {
             context_config,
             window,
             fold_cache: Mutex::new(HashMap::new()),
+            own_archives,
             media_cache: Mutex::new(HashMap::new()),
             _state_lock: state_lock,
         };

@@ -381,6 +381,7 @@ impl Runtime {
                     .artifacts
                     .put("folded", text.as_bytes(), "txt")
                     .map_err(|e| err(RuntimeErrorKind::Io, "cannot archive a folded result")(&e))?;
+                self.own_archive(&url);
                 report.folded.push(crate::context::FoldedReport {
                     call_id: call_id.clone(),
                     url: url.clone(),
@@ -393,7 +394,8 @@ impl Runtime {
                                 .put("folded", input.to_string().as_bytes(), "json")
                                 .map_err(|e| {
                                     err(RuntimeErrorKind::Io, "cannot archive a folded input")(&e)
-                                })?,
+                                })
+                                .inspect(|url| self.own_archive(url))?,
                         ),
                         None => None,
                     },

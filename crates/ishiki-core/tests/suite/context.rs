@@ -742,3 +742,68 @@ async fn step_with_compacts_natively_when_the_model_can_and_with_a_text_summary_
         }
     }
 }
+
+/// Two conversations on one artifact store (as on PostgreSQL + S3): each reads back its own
+/// folded results and compacted turns, never the other's, even by URL; other artifacts stay
+/// readable by both.
+#[tokio::test]
+async fn archives_read_back_only_in_the_conversation_that_made_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store: Arc<dyn ishiki_resources::ArtifactStore> = Arc::new(
+        ishiki_resources::DiskArtifactStore::open(dir.path().join("shared")).expect("store"),
+    );
+    let open_on = |name: &str| {
+        Runtime::builder(assembly(PROFILE, "seeing"), dir.path().join(name))
+            .clock(clock_at(Duration::ZERO))
+            .codemode_worker(WorkerSpawn::InProcess)
+            .durability(Durability::Normal)
+            .window(Window {
+                tokens: 16_000,
+                output: 1_600,
+            })
+            .artifacts(store.clone())
+            .tool(Arc::new(Report))
+            .build()
+            .expect("the runtime builds")
+    };
+    let mut a = open_on("a");
+    a.add_user_message("m1", "survey the reports", &[])
+        .expect("message");
+    let mut folded = None;
+    for k in 1..=8 {
+        let prepared = a.prepare().expect("prepare");
+        folded = folded.or_else(|| prepared.context.folded.first().map(|f| f.url.clone()));
+        finish(&mut a, prepared, report_call(&format!("c{k}"), 250)).await;
+    }
+    let url = folded.expect("conversation a folded a result");
+    assert!(url.starts_with("artifact://folded/"), "{url}");
+    // A plain artifact (a long result's page archive) of a is readable from b.
+    let plain = store
+        .put("result", b"a plain artifact", "txt")
+        .expect("an artifact");
+
+    let mut b = open_on("b");
+    b.add_user_message("m1", "read what you can", &[])
+        .expect("message");
+    let prepared = b.prepare().expect("prepare");
+    let texts = finish(&mut b, prepared, read_call("r1", &url)).await;
+    assert!(
+        texts[0].contains("is not an archive of this conversation"),
+        "{}",
+        texts[0]
+    );
+    let prepared = b.prepare().expect("prepare");
+    let texts = finish(&mut b, prepared, read_call("r2", &plain)).await;
+    assert!(texts[0].contains("a plain artifact"), "{}", texts[0]);
+
+    // a reads it back, also after a restart (the state names its archives).
+    drop(a);
+    let mut a = open_on("a");
+    let prepared = a.prepare().expect("prepare");
+    let texts = finish(&mut a, prepared, read_call("r3", &url)).await;
+    assert!(
+        texts[0].contains("c1 line"),
+        "{}",
+        &texts[0][..200.min(texts[0].len())]
+    );
+}
