@@ -31,8 +31,8 @@ enum Command {
         /// The profile (YAML, requirements §1).
         #[arg(long, value_name = "FILE")]
         profile: PathBuf,
-        /// The models document; the main model needs `provider` (openai | anthropic),
-        /// `baseUrl`, `model` and usually `apiKeyEnv`.
+        /// The models document; the main model needs `provider` (openai, openai-responses or
+        /// anthropic), `baseUrl`, `model` and usually `apiKeyEnv`.
         #[arg(long, value_name = "FILE")]
         models: PathBuf,
         /// The model that answers (default: `main`, or the only model).

@@ -166,3 +166,26 @@ fn scenario_run_relists_after_tools_list_changed_so_an_added_tool_works_and_a_re
         results[2].1
     );
 }
+
+/// What `ishiki --help` and `ishiki chat --help` tell a newcomer: every command for what it
+/// is, and every provider `chat` speaks.
+#[test]
+fn the_help_names_every_command_and_every_provider() {
+    let help = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_ishiki"))
+            .args(args)
+            .output()
+            .expect("ishiki runs");
+        assert!(output.status.success());
+        String::from_utf8(output.stdout).expect("utf-8")
+    };
+    let top = help(&["--help"]);
+    for command in ["scenario", "chat", "doctor", "search-eval"] {
+        assert!(top.contains(command), "{top}");
+    }
+    let chat = help(&["chat", "--help"]);
+    for provider in ["openai", "openai-responses", "anthropic"] {
+        assert!(chat.contains(provider), "{chat}");
+    }
+    insta::assert_snapshot!("help", top);
+}
