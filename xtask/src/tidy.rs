@@ -6,7 +6,9 @@
 //!   generated data excepted (a file does one job; split it into modules named after theirs);
 //! - the crate layering of ARCHITECTURE.md holds in every `Cargo.toml`;
 //! - each library crate's root exports match `xtask/exports/<crate>.txt`, so a new `pub use`
-//!   shows up in review (`UPDATE_EXPORTS=1 cargo test -p xtask` rewrites the files).
+//!   shows up in review (`UPDATE_EXPORTS=1 cargo test -p xtask` rewrites the files);
+//! - every normal dependency of a crate is named in its sources (an unused one only costs
+//!   build time and the crate's users).
 
 #[cfg(test)]
 mod tests {
@@ -243,6 +245,97 @@ mod tests {
             }
         }
         found
+    }
+
+    /// The names in a manifest's `[dependencies]` table (optional ones too).
+    fn normal_dependencies(manifest: &str) -> Vec<String> {
+        let mut section = String::new();
+        let mut found = Vec::new();
+        for line in manifest.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line.to_owned();
+                continue;
+            }
+            if section != "[dependencies]" || line.starts_with('#') || line.is_empty() {
+                continue;
+            }
+            let name = line.split(['=', '.', ' ']).next().unwrap_or_default();
+            let is_name = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            // Continuation lines of a multi-line feature list hold no `=`.
+            if is_name && line.contains('=') {
+                found.push(name.to_owned());
+            }
+        }
+        found
+    }
+
+    /// Dependencies used without their name in the sources, with the reason.
+    /// (None today: every dependency is named where it is used.)
+    const USED_UNNAMED: &[(&str, &str, &str)] = &[];
+
+    #[test]
+    fn every_normal_dependency_is_named_in_the_sources() {
+        let root = workspace_root();
+        let mut unused = Vec::new();
+        let mut excused = Vec::new();
+        let Ok(crates) = std::fs::read_dir(root.join("crates")) else {
+            panic!("no crates directory");
+        };
+        let mut dirs: Vec<PathBuf> = crates.flatten().map(|e| e.path()).collect();
+        dirs.push(root.join("xtask"));
+        for dir in dirs {
+            let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+                continue;
+            };
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let mut files = Vec::new();
+            rust_files(&dir.join("src"), &mut files);
+            if dir.join("build.rs").is_file() {
+                files.push(dir.join("build.rs"));
+            }
+            let sources: String = files
+                .iter()
+                .filter_map(|f| std::fs::read_to_string(f).ok())
+                .collect();
+            for dependency in normal_dependencies(&manifest) {
+                if USED_UNNAMED
+                    .iter()
+                    .any(|(c, d, _)| *c == name && *d == dependency)
+                {
+                    excused.push((name.clone(), dependency));
+                    continue;
+                }
+                let rust = dependency.replace('-', "_");
+                let named = [
+                    format!("{rust}::"),
+                    format!("use {rust}"),
+                    format!("{rust} as"),
+                    format!("extern crate {rust}"),
+                ]
+                .iter()
+                .any(|needle| sources.contains(needle.as_str()));
+                if !named {
+                    unused.push(format!("{name}: {dependency}"));
+                }
+            }
+        }
+        assert!(
+            unused.is_empty(),
+            "dependencies no source file names (remove them, or list them in USED_UNNAMED with the reason): {unused:?}"
+        );
+        // The excuses name real dependencies: the list cannot outlive them.
+        for (c, d, _) in USED_UNNAMED {
+            assert!(
+                excused.iter().any(|(ec, ed)| ec == c && ed == d),
+                "USED_UNNAMED lists {c}: {d}, which is not a dependency"
+            );
+        }
     }
 
     #[test]
