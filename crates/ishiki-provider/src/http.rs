@@ -651,10 +651,15 @@ fn describe(error: &reqwest::Error) -> String {
     out
 }
 
+/// The largest compaction kept, serialized. It is sent with every later request and stored
+/// with the conversation's state, and a signed block cannot be cut: a larger one is refused
+/// (the runtime then asks for a text summary). Real ones are a few KiB.
+pub const MAX_COMPACTION_BYTES: usize = 1 << 20;
+
 /// The one compaction part of an answer to a compaction request.
 fn compaction_of(parsed: ParsedResponse) -> Result<Compacted, ProviderError> {
     let stop = parsed.stop_reason.clone();
-    parsed
+    let block = parsed
         .response
         .parts
         .into_iter()
@@ -666,7 +671,14 @@ fn compaction_of(parsed: ParsedResponse) -> Result<Compacted, ProviderError> {
             ProviderError::malformed(format!(
                 "the compaction request was answered without a compaction (stop reason `{stop}`)"
             ))
-        })
+        })?;
+    let size = block.data.to_string().len();
+    if size > MAX_COMPACTION_BYTES {
+        return Err(ProviderError::malformed(format!(
+            "the provider's compaction is {size} bytes, over the {MAX_COMPACTION_BYTES} kept"
+        )));
+    }
+    Ok(block)
 }
 
 #[async_trait::async_trait]
@@ -682,5 +694,37 @@ impl Model for HttpModel {
         self.compact_request(request)
             .await
             .map_err(ModelError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(data: Value) -> ParsedResponse {
+        ParsedResponse {
+            response: ModelResponse {
+                parts: vec![ishiki_model::Part::Compaction(Compacted {
+                    provider: ANTHROPIC.into(),
+                    model: "m".into(),
+                    data,
+                    summary: Some("s".into()),
+                })],
+                ..ModelResponse::default()
+            },
+            ..ParsedResponse::default()
+        }
+    }
+
+    #[test]
+    fn a_compaction_too_large_to_carry_is_refused_and_an_answer_without_one_too() {
+        let small = json!({ "type": "compaction", "content": "s" });
+        assert!(compaction_of(answered(small)).is_ok());
+        let huge = json!({ "type": "compaction", "content": "s",
+            "encrypted_content": "x".repeat(MAX_COMPACTION_BYTES) });
+        let error = compaction_of(answered(huge)).unwrap_err();
+        assert!(error.to_string().contains("over the"), "{error}");
+        let none = compaction_of(ParsedResponse::default()).unwrap_err();
+        assert!(none.to_string().contains("without a compaction"), "{none}");
     }
 }

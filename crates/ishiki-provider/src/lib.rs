@@ -89,7 +89,7 @@ pub use anthropic::{
 pub use common::ReplayReport;
 pub use error::{ProviderError, ProviderErrorKind};
 pub use family::ModelFamily;
-pub use http::{HttpConfig, HttpModel, Protocol};
+pub use http::{HttpConfig, HttpModel, MAX_COMPACTION_BYTES, Protocol};
 pub use openai::{OpenAiOptions, parse_openai_response, render_openai};
 pub use parsed::{ParsedResponse, Usage};
 pub use replay::stamp_reasoning;
