@@ -71,6 +71,11 @@ fn image_schema() -> Value {
 
 #[async_trait]
 impl Tool for FixtureTool {
+    /// Synchronous file writes and up to 64 MiB of generated text or image bytes.
+    fn blocking(&self) -> bool {
+        true
+    }
+
     fn definition(&self) -> ToolDef {
         let (description, input_schema) = match self.name {
             "write_file" => (

@@ -1,18 +1,19 @@
 //! Limits on every tool call, direct or from a codemode program (issue 13): a deadline and a
 //! cap on the bytes of the raw result (`tools.timeoutMs`, `tools.maxResultBytes`).
 //!
-//! A tool's future runs on tokio's blocking pool, driven by the runtime's handle, so a tool
-//! that blocks its thread (synchronous work inside `execute`) cannot stall the caller: when
-//! the deadline passes, the call fails and its thread is abandoned to finish on its own. The
-//! raw result is measured as JSON by a counting writer that stops at the cap, so measuring
-//! allocates nothing. Over a limit, only that call fails, with an error naming the tool and
-//! the limit.
+//! An async tool (the default) is a task on the caller's runtime: at the deadline the task is
+//! cancelled, and nothing of it is left running. A tool that blocks its thread (synchronous
+//! work inside `execute`) says so ([`Tool::blocking`]) and runs on tokio's blocking pool,
+//! driven by the runtime's handle, so it cannot stall the caller: when the deadline passes,
+//! the call fails and its thread is abandoned to finish on its own. The raw result is
+//! measured as JSON by a counting writer that stops at the cap, so measuring allocates
+//! nothing. Over a limit, only that call fails, with an error naming the tool and the limit.
 //!
-//! Abandoned work is counted ([`AbandonedWork`]): a call abandoned at its deadline keeps its
-//! thread until it returns, so a burst of tools that never return would take the whole
-//! blocking pool and stall every conversation of the process. While the count is at its limit
-//! (64 per process by default), a new call fails at once with an error that says why, and the
-//! calls already running are untouched.
+//! Abandoned work is counted ([`AbandonedWork`]): a blocking call abandoned at its deadline
+//! keeps its thread until it returns, so a burst of tools that never return would take the
+//! whole blocking pool and stall every conversation of the process. While the count is at
+//! its limit (64 per process by default), a new blocking call fails at once with an error that
+//! says why, and the calls already running are untouched.
 
 use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -97,9 +98,48 @@ const RUNNING: u8 = 0;
 const FINISHED: u8 = 1;
 const ABANDONED: u8 = 2;
 
-/// Runs `tool.execute` under `limits`: fails when the deadline passes first (the work is
-/// abandoned), when the tool panics, or when its raw result is larger than the cap.
+/// Runs `tool.execute` under `limits`: fails when the deadline passes first (an async tool's
+/// task is cancelled, a blocking tool's thread abandoned), when the tool panics, or when its
+/// raw result is larger than the cap.
 pub(crate) async fn execute(
+    tool: Arc<dyn Tool>,
+    name: &str,
+    input: Value,
+    context: &ToolContext,
+    limits: &CallLimits,
+) -> Result<Value, ToolError> {
+    let raw = if tool.blocking() {
+        execute_blocking(tool, name, input, context, limits).await?
+    } else {
+        let context = context.clone();
+        let mut task = tokio::spawn(async move { tool.execute(input, &context).await });
+        match tokio::time::timeout(limits.timeout, &mut task).await {
+            Err(_elapsed) => {
+                // Cancelled at its next await: it holds no thread and is not abandoned work.
+                task.abort();
+                return Err(timed_out(name, limits.timeout));
+            }
+            Ok(Err(join)) => return Err(stopped(name, &join)),
+            Ok(Ok(result)) => result?,
+        }
+    };
+    check_size(name, &raw, limits.max_result_bytes)?;
+    Ok(raw)
+}
+
+fn stopped(name: &str, join: &tokio::task::JoinError) -> ToolError {
+    ToolError::new(format!(
+        "the tool `{name}` stopped unexpectedly: {}",
+        if join.is_panic() {
+            "it panicked"
+        } else {
+            "it was cancelled"
+        }
+    ))
+}
+
+/// A blocking tool on the blocking pool, abandoned (and counted) at its deadline.
+async fn execute_blocking(
     tool: Arc<dyn Tool>,
     name: &str,
     input: Value,
@@ -129,7 +169,7 @@ pub(crate) async fn execute(
         }
         result
     });
-    let raw = match tokio::time::timeout(limits.timeout, task).await {
+    match tokio::time::timeout(limits.timeout, task).await {
         Err(_elapsed) => {
             // Counted first, so the finishing thread can never take away what is not there.
             work.running.fetch_add(1, Ordering::SeqCst);
@@ -140,22 +180,11 @@ pub(crate) async fn execute(
                 // It finished in the meantime: nothing is left running.
                 work.running.fetch_sub(1, Ordering::SeqCst);
             }
-            return Err(timed_out(name, limits.timeout));
+            Err(timed_out(name, limits.timeout))
         }
-        Ok(Err(join)) => {
-            return Err(ToolError::new(format!(
-                "the tool `{name}` stopped unexpectedly: {}",
-                if join.is_panic() {
-                    "it panicked"
-                } else {
-                    "it was cancelled"
-                }
-            )));
-        }
-        Ok(Ok(result)) => result?,
-    };
-    check_size(name, &raw, limits.max_result_bytes)?;
-    Ok(raw)
+        Ok(Err(join)) => Err(stopped(name, &join)),
+        Ok(Ok(result)) => result,
+    }
 }
 
 /// Runs any future of a call under the deadline of `limits` (for calls the runtime serves

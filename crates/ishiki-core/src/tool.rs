@@ -119,6 +119,16 @@ pub trait Tool: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Whether `execute` blocks its thread (synchronous file or network I/O, long CPU work, a
+    /// synchronous client). Default `false`: the call is a task on the caller's runtime,
+    /// cancelled at its deadline. A blocking tool runs on the blocking pool instead, so it
+    /// cannot stall other conversations; past its deadline its thread is abandoned and counted
+    /// ([`AbandonedWork`](crate::AbandonedWork)). A tool that blocks without saying so stalls
+    /// its runtime's thread, and its deadline cannot interrupt it.
+    fn blocking(&self) -> bool {
+        false
+    }
+
     /// Whether codemode programs may call this tool at all (CM-4). Default `true`; the
     /// built-ins `codemode` (a program cannot start another), `finish` and `wait` (they end the
     /// model's turn, which only the model does) return `false`.

@@ -25,6 +25,11 @@ pub(crate) const MAX_SEND_IMAGE_BYTES: usize = 64 << 20;
 
 #[async_trait]
 impl Tool for SendMessageTool {
+    /// `Platform::send` is synchronous (a chat platform's client may wait on the network).
+    fn blocking(&self) -> bool {
+        true
+    }
+
     fn definition(&self) -> ToolDef {
         builtin_def(
             "send_message",

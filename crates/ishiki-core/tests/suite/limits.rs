@@ -59,6 +59,11 @@ fn def(name: &str, properties: Value) -> ToolDef {
 
 #[async_trait]
 impl Tool for Stall {
+    /// It blocks its thread, and says so.
+    fn blocking(&self) -> bool {
+        true
+    }
+
     fn definition(&self) -> ToolDef {
         def("stall", json!({}))
     }
@@ -220,9 +225,9 @@ async fn a_tool_that_blocks_its_thread_fails_at_the_deadline_and_the_host_goes_o
     assert_eq!(after.text, "xxx");
 }
 
-/// Tools that never return keep their threads after their deadline; a burst of them must not
-/// take the blocking pool: past the limit of abandoned work, a call fails at once, saying why,
-/// and the count falls as abandoned calls finish.
+/// Blocking tools that never return keep their threads after their deadline; a burst of them
+/// must not take the blocking pool: past the limit of abandoned work, a blocking call fails at
+/// once, saying why, and the count falls as abandoned calls finish.
 #[tokio::test]
 async fn abandoned_calls_are_counted_and_past_their_limit_a_call_fails_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -245,14 +250,17 @@ async fn abandoned_calls_are_counted_and_past_their_limit_a_call_fails_at_once()
         assert_eq!(report.text, STALLED);
     }
     assert_eq!(rt.abandoned_work().running(), 2);
-    // At the limit: not started, whatever the tool (a quick one too), and said so.
-    let refused = run(&mut rt, "c3", "big", json!({ "n": 3 })).await;
+    // At the limit: a blocking call is not started, and said so.
+    let refused = run(&mut rt, "c3", "stall", json!({})).await;
     assert!(refused.is_error);
     assert_eq!(refused.error_kind, Some(ToolErrorKind::Limit));
     assert_eq!(
         refused.text,
-        "the tool `big` was not started: 2 earlier tool calls of this process are still running after their deadline (at most 2 may be); try again later"
+        "the tool `stall` was not started: 2 earlier tool calls of this process are still running after their deadline (at most 2 may be); try again later"
     );
+    // An async tool takes no thread of the blocking pool: it still runs.
+    let quick = run(&mut rt, "c3b", "big", json!({ "n": 3 })).await;
+    assert_eq!((quick.is_error, quick.text.as_str()), (false, "xxx"));
     // The abandoned calls return: the count falls to zero and calls run again.
     gate.open();
     for _ in 0..200 {
@@ -412,4 +420,76 @@ async fn a_direct_result_shows_at_most_32_media_items_and_says_how_many_were_lef
     let fits = run(&mut rt, "c2", "pictures", json!({ "n": 32 })).await;
     assert_eq!(fits.attachments.len(), 32);
     assert!(!fits.text.contains("left out"), "{}", fits.text);
+}
+
+/// `forever`: an async tool that never returns; it records when its future is dropped.
+#[derive(Debug, Default)]
+struct Forever {
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sets its flag when dropped (with the future that holds it).
+struct OnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Tool for Forever {
+    fn definition(&self) -> ToolDef {
+        def("forever", json!({}))
+    }
+
+    async fn execute(&self, _input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        let _guard = OnDrop(self.dropped.clone());
+        std::future::pending::<()>().await;
+        Ok(Value::Null)
+    }
+}
+
+/// An async tool is a task on the caller's runtime: at its deadline the task is cancelled (its
+/// future dropped), so nothing of it keeps running and it is not abandoned work.
+#[tokio::test]
+async fn an_async_tool_past_its_deadline_is_cancelled_and_holds_no_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let forever = Forever::default();
+    let dropped = forever.dropped.clone();
+    let work = ishiki_core::AbandonedWork::new(1);
+    let mut rt = Runtime::builder(
+        assembly("tools: { timeoutMs: 100 }\n", "seeing"),
+        dir.path(),
+    )
+    .clock(clock_at(Duration::ZERO))
+    .codemode_worker(WorkerSpawn::InProcess)
+    .durability(Durability::Normal)
+    .abandoned_work(work.clone())
+    .tool(Arc::new(forever))
+    .build()
+    .expect("the runtime builds");
+    for id in ["c1", "c2", "c3"] {
+        let report = run(&mut rt, id, "forever", json!({})).await;
+        assert_eq!(report.error_kind, Some(ToolErrorKind::Limit));
+        assert!(
+            report
+                .text
+                .contains("did not finish within its time limit of 100 ms"),
+            "{}",
+            report.text
+        );
+    }
+    // Three past a limit of one: none of them is left running anywhere.
+    assert_eq!(work.running(), 0);
+    for _ in 0..100 {
+        if dropped.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        dropped.load(std::sync::atomic::Ordering::SeqCst),
+        "the future was dropped"
+    );
 }
