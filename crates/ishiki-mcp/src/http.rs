@@ -70,6 +70,8 @@ pub(crate) fn transport(
             })?;
         transport_config = transport_config.auth_header(token.trim().to_owned());
     }
+    // reqwest takes the process's default crypto provider; ring unless the embedder set one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .connect_timeout(config.timeout)
         .pool_max_idle_per_host(0)

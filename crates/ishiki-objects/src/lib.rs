@@ -81,6 +81,9 @@ impl Objects {
             }
             "s3" => {
                 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+                // The S3 client's TLS takes the process's default crypto provider: ring
+                // (the workspace's one backend) unless the embedder set one.
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 let mut builder = AmazonS3Builder::from_env().with_url(location);
                 for (key, value) in options {
                     let key = key.as_ref();

@@ -258,3 +258,18 @@ async fn headers_and_the_bearer_token_come_from_the_environment_and_never_show_i
         "{error}"
     );
 }
+
+/// An `https://` server gets a TLS client (ring, the workspace's one crypto provider, is in
+/// place): nothing listening there is a start error that says so, not a panic for want of a
+/// provider.
+#[tokio::test]
+async fn an_https_server_that_is_not_there_fails_to_start_clearly() {
+    let port = free_port();
+    let config = McpServerConfig::http("secure", format!("https://127.0.0.1:{port}/mcp"))
+        .timeout(Duration::from_secs(5));
+    let error = McpServer::start(config)
+        .await
+        .expect_err("nothing listens there");
+    assert_eq!(error.kind(), McpErrorKind::Start, "{error}");
+    assert!(error.message().contains("mcp server `secure`"), "{error}");
+}

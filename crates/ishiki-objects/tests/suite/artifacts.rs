@@ -164,3 +164,25 @@ fn unsupported_locations_are_refused_with_the_reason() {
         "{err}"
     );
 }
+
+/// An `https://` S3 endpoint gets a TLS client: the crypto provider is in place (ring, the
+/// workspace's one backend), so a request fails as a connection error that says so, never
+/// as a panic for want of a provider.
+#[test]
+fn an_https_endpoint_fails_as_a_connection_error_not_for_want_of_a_crypto_provider() {
+    let objects = Objects::open_with(
+        "s3://bucket/prefix",
+        [
+            ("aws_endpoint", "https://127.0.0.1:9"),
+            ("aws_access_key_id", "test"),
+            ("aws_secret_access_key", "test"),
+            ("aws_region", "us-east-1"),
+        ],
+    )
+    .expect("the store opens");
+    let error = objects
+        .artifacts()
+        .get("artifact://codemode/0000000000000000000000000000000000000000000000000000000000000000.txt")
+        .expect_err("nothing listens there");
+    assert_eq!(error.kind(), ResourceErrorKind::Io, "{error}");
+}
