@@ -91,18 +91,27 @@ impl Weights {
         Ok(t.data)
     }
 
+    /// A dense layer's weight (`outputs` × `inputs`) and bias, as stored.
+    fn dense(
+        &mut self,
+        name: &str,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), ToolsearchError> {
+        Ok((
+            self.take(&format!("{name}.weight"), &[outputs, inputs])?,
+            self.take(&format!("{name}.bias"), &[outputs])?,
+        ))
+    }
+
     fn linear(
         &mut self,
         name: &str,
         inputs: usize,
         outputs: usize,
     ) -> Result<Linear, ToolsearchError> {
-        Ok(Linear {
-            weight: self.take(&format!("{name}.weight"), &[outputs, inputs])?,
-            bias: self.take(&format!("{name}.bias"), &[outputs])?,
-            inputs,
-            outputs,
-        })
+        let (weight, bias) = self.dense(name, inputs, outputs)?;
+        Ok(Linear::new(&weight, bias, inputs, outputs))
     }
 
     fn norm(&mut self, name: &str, dim: usize) -> Result<Norm, ToolsearchError> {
@@ -170,15 +179,15 @@ impl Embedder {
         let mut stack = Vec::with_capacity(layers);
         for i in 0..layers {
             let p = format!("encoder.layer.{i}");
-            let q = w.linear(&format!("{p}.attention.self.query"), dim, dim)?;
-            let k = w.linear(&format!("{p}.attention.self.key"), dim, dim)?;
-            let v = w.linear(&format!("{p}.attention.self.value"), dim, dim)?;
-            let qkv = Linear {
-                weight: [q.weight, k.weight, v.weight].concat(),
-                bias: [q.bias, k.bias, v.bias].concat(),
-                inputs: dim,
-                outputs: 3 * dim,
-            };
+            let q = w.dense(&format!("{p}.attention.self.query"), dim, dim)?;
+            let k = w.dense(&format!("{p}.attention.self.key"), dim, dim)?;
+            let v = w.dense(&format!("{p}.attention.self.value"), dim, dim)?;
+            let qkv = Linear::new(
+                &[q.0, k.0, v.0].concat(),
+                [q.1, k.1, v.1].concat(),
+                dim,
+                3 * dim,
+            );
             stack.push(Layer {
                 qkv,
                 out: w.linear(&format!("{p}.attention.output.dense"), dim, dim)?,
