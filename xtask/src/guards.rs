@@ -135,6 +135,8 @@ mod tests {
             features.contains("ishiki-toolsearch/semantic"),
             "{features}"
         );
+        // The binary ships the hybrid ranker (issue 27): core's switch for it is tested too.
+        assert!(features.contains("ishiki-core/semantic"), "{features}");
     }
 
     #[test]

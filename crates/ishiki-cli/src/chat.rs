@@ -44,6 +44,8 @@ pub struct ChatOptions {
     pub conversation: String,
     /// Artifacts and assets in object storage (`s3://bucket/prefix`), not the state directory.
     pub objects: Option<String>,
+    /// `--semantic-model DIR`: sets the profile's `toolsearch.semantic.model` (TS-7).
+    pub semantic_model: Option<PathBuf>,
 }
 
 /// Runs a chat session until standard input ends.
@@ -242,7 +244,12 @@ fn run_inner(
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let invalid = |e: ishiki_core::AssemblyError| (Exit::Invalid, e.to_string());
-    let profile = Profile::from_yaml(&read(&options.profile)?).map_err(invalid)?;
+    let mut profile = Profile::from_yaml(&read(&options.profile)?).map_err(invalid)?;
+    let profile_dir = options
+        .profile
+        .parent()
+        .unwrap_or(std::path::Path::new("."));
+    crate::runner::semantic_profile(&mut profile, options.semantic_model.as_deref(), profile_dir);
     let models = ModelsDoc::from_yaml(&read(&options.models)?).map_err(invalid)?;
     let main = match &options.main {
         Some(m) => m.clone(),
@@ -275,6 +282,8 @@ fn run_inner(
         }
     };
     let assembly = assemble(profile, models, &main).map_err(invalid)?;
+    // A model that cannot be loaded ends the session before it starts (TS-7).
+    let semantic_model = ishiki_core::load_semantic_model(&assembly.profile).map_err(invalid)?;
     let failed = |e: &dyn std::fmt::Display| (Exit::Failed, e.to_string());
     let workspace = options
         .workspace
@@ -303,6 +312,9 @@ fn run_inner(
     let mut builder = Runtime::builder(assembly, &options.state)
         .edit_policy(policy)
         .window(window);
+    if let Some(model) = semantic_model {
+        builder = builder.semantic_model(model);
+    }
     for server in &servers {
         let (tools, left_out) = ishiki_mcp::server_tools(server);
         for error in &left_out {

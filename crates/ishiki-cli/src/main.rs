@@ -59,6 +59,11 @@ enum Command {
         /// `file:///dir`.
         #[arg(long, value_name = "URL")]
         objects: Option<String>,
+        /// Rank `search` with the hybrid ranker, with the sentence-embedding model in DIR
+        /// (sets `toolsearch.semantic.model`; `cargo xtask tools` puts all-MiniLM-L6-v2 in
+        /// `.tools/all-minilm-l6-v2`).
+        #[arg(long, value_name = "DIR")]
+        semantic_model: Option<PathBuf>,
     },
     /// Starts a codemode worker and prints which confinement layers (no_new_privs, Landlock,
     /// seccomp) this kernel let it apply.
@@ -101,6 +106,10 @@ enum ScenarioCommand {
         /// `json`: the JSON Lines contract; `pretty`: the same run as readable text.
         #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
         format: OutputFormat,
+        /// Rank `search` with the hybrid ranker, with the sentence-embedding model in DIR
+        /// (sets the profile's `toolsearch.semantic.model`).
+        #[arg(long, value_name = "DIR")]
+        semantic_model: Option<PathBuf>,
     },
 }
 
@@ -143,6 +152,7 @@ fn main() -> ExitCode {
             state,
             no_data,
             format,
+            semantic_model,
         }) => {
             let options = RunOptions {
                 file,
@@ -153,6 +163,7 @@ fn main() -> ExitCode {
                     OutputFormat::Pretty => Format::Pretty,
                 },
                 worker: WorkerSpawn::CurrentExe,
+                semantic_model,
             };
             let stdout = std::io::stdout();
             let stderr = std::io::stderr();
@@ -169,6 +180,7 @@ fn main() -> ExitCode {
             store,
             conversation,
             objects,
+            semantic_model,
         } => {
             let options = ChatOptions {
                 profile,
@@ -181,6 +193,7 @@ fn main() -> ExitCode {
                 store,
                 conversation,
                 objects,
+                semantic_model,
             };
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();

@@ -34,6 +34,8 @@ pub struct RunOptions {
     pub format: Format,
     /// How codemode workers start (the binary re-executes itself).
     pub worker: WorkerSpawn,
+    /// `--semantic-model DIR`: sets the profile's `toolsearch.semantic.model` (TS-7).
+    pub semantic_model: Option<PathBuf>,
 }
 
 /// How a run ended, as a process exit status.
@@ -108,6 +110,21 @@ pub fn run(options: &RunOptions, out: &mut dyn Write, err: &mut dyn Write) -> Ex
     }
 }
 
+/// Applies `--semantic-model` (`flag`, which sets `toolsearch.semantic.model`) and resolves a
+/// relative model directory the profile names against `base`, the directory of the file that
+/// holds the profile, as a relative MCP `cwd` is.
+pub(crate) fn semantic_profile(profile: &mut Profile, flag: Option<&Path>, base: &Path) {
+    if let Some(dir) = flag {
+        profile.toolsearch.semantic = Some(ishiki_core::SemanticSection {
+            model: dir.to_string_lossy().into_owned(),
+        });
+    } else if let Some(semantic) = &mut profile.toolsearch.semantic
+        && Path::new(&semantic.model).is_relative()
+    {
+        semantic.model = base.join(&semantic.model).to_string_lossy().into_owned();
+    }
+}
+
 #[derive(Debug)]
 enum RunError {
     Invalid(String),
@@ -131,6 +148,8 @@ struct Runner<'a> {
     /// The profile's MCP servers, started once; their tools as last listed join every runtime
     /// built (also after a `restart` step).
     mcp_servers: Vec<Arc<ishiki_mcp::McpServer>>,
+    /// The sentence-embedding model of `toolsearch.semantic`, loaded once for every runtime.
+    semantic_model: Option<Arc<ishiki_core::Embedder>>,
 }
 
 impl<'a> Runner<'a> {
@@ -162,6 +181,7 @@ impl<'a> Runner<'a> {
             ),
             examples: Arc::new(ExampleScheme::default()),
             mcp_servers: Vec::new(),
+            semantic_model: None,
         }
     }
 
@@ -234,6 +254,9 @@ impl<'a> Runner<'a> {
                 ..ishiki_core::Limits::default()
             })
             .durability(ishiki_core::Durability::Normal);
+        if let Some(model) = &self.semantic_model {
+            builder = builder.semantic_model(model.clone());
+        }
         for server in &self.mcp_servers {
             // A tool left out was reported as a warning when the server started.
             let (tools, _left_out) = ishiki_mcp::server_tools(server);
@@ -271,10 +294,20 @@ impl<'a> Runner<'a> {
         writer: &mut TranscriptWriter<W>,
         warnings: &mut Vec<String>,
     ) -> Result<Exit, RunError> {
-        let assembled = Profile::from_value(&self.scenario.profile).and_then(|profile| {
-            let models = ModelsDoc::from_value(&self.scenario.models)?;
-            assemble(profile, models, &self.scenario.main_model)
-        });
+        let assembled = Profile::from_value(&self.scenario.profile)
+            .and_then(|mut profile| {
+                semantic_profile(
+                    &mut profile,
+                    self.options.semantic_model.as_deref(),
+                    &self.scenario.base_dir,
+                );
+                let models = ModelsDoc::from_value(&self.scenario.models)?;
+                assemble(profile, models, &self.scenario.main_model)
+            })
+            .and_then(|assembly| {
+                self.semantic_model = ishiki_core::load_semantic_model(&assembly.profile)?;
+                Ok(assembly)
+            });
         let assembly = match assembled {
             Ok(a) => a,
             Err(e) => {

@@ -16,6 +16,8 @@
 //! - [`Profile`], [`ModelsDoc`] and [`assemble`]: profile and `models.yaml` assembly with
 //!   defaults, unknown-key checks and errors that name the key path, line and column
 //!   (requirements §1, PRO-1..PRO-8);
+//! - with feature `semantic` (off by default), `load_semantic_model`: the model
+//!   `toolsearch.semantic.model` names, so `search` ranks by meaning and words together (TS-7);
 //! - [`HistoryStore`] with `SqliteStore` (embedded, WAL; feature `sqlite`, on by default) and
 //!   [`MemoryStore`], or any store given to [`RuntimeBuilder::store`]: atomic batches of
 //!   records, attachment records, delivery state and catalog (PRJ-13, SEC-4);
@@ -142,11 +144,13 @@ pub use ishiki_model::{
 };
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
 pub use profile::ImageLimits;
+#[cfg(feature = "semantic")]
+pub use profile::load_semantic_model;
 pub use profile::{
     Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, CleanupSection, CodemodeSection,
     MAX_IMAGE_RENDERS_REMOVED, McpAuthDecl, McpSection, McpServerDecl, Modality, ModelCapabilities,
-    ModelDecl, ModelsDoc, Profile, ToolCalling, ToolsSection, ToolsearchSection, VisionTarget,
-    assemble,
+    ModelDecl, ModelsDoc, Profile, SemanticSection, ToolCalling, ToolsSection, ToolsearchSection,
+    VisionTarget, assemble,
 };
 pub use rejection::image_rejection;
 pub use runtime::{
@@ -173,3 +177,7 @@ pub use ishiki_resources::{
     ArtifactStore, AssetStore, FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
 };
 pub use ishiki_toolsearch::ToolDef;
+/// The sentence-embedding model of `toolsearch.semantic` ([`load_semantic_model`]); one loaded
+/// model can serve many runtimes ([`RuntimeBuilder::semantic_model`]).
+#[cfg(feature = "semantic")]
+pub use ishiki_toolsearch::semantic::Embedder;

@@ -51,6 +51,9 @@ pub struct Catalog {
     index_stale: bool,
     /// Hits below this share of the best score are left out (0: none).
     min_relative_score: f64,
+    /// The hybrid ranker, when [`Catalog::set_semantic`] gave one.
+    #[cfg(feature = "semantic")]
+    semantic: Option<Box<crate::semantic::SemanticRanker>>,
 }
 
 /// One model request's view of the catalog.
@@ -101,6 +104,8 @@ impl Catalog {
             index: ToolIndex::default(),
             index_stale: false,
             min_relative_score: 0.0,
+            #[cfg(feature = "semantic")]
+            semantic: None,
         }
     }
 
@@ -125,6 +130,20 @@ impl Catalog {
         } else {
             0.0
         };
+    }
+
+    /// Ranks every later search with the hybrid ranker (sentence embeddings and the lexical
+    /// score, [`crate::semantic`]) instead of the lexical ranker alone. Tools are embedded when
+    /// a search first needs them; `ranker` decides whether their vectors are cached in a file.
+    #[cfg(feature = "semantic")]
+    pub fn set_semantic(&mut self, ranker: crate::semantic::SemanticRanker) {
+        self.semantic = Some(Box::new(ranker));
+    }
+
+    /// The hybrid ranker, if [`Catalog::set_semantic`] gave one.
+    #[cfg(feature = "semantic")]
+    pub fn semantic(&self) -> Option<&crate::semantic::SemanticRanker> {
+        self.semantic.as_deref()
     }
 
     /// Whether toolsearch (the pool) is on.
@@ -282,7 +301,31 @@ impl Catalog {
                 .collect();
             self.index = ToolIndex::build(&searchable);
             self.index_stale = false;
+            #[cfg(feature = "semantic")]
+            if let Some(ranker) = &mut self.semantic {
+                ranker.reset();
+            }
         }
+        #[cfg(feature = "semantic")]
+        let mut hits = match &mut self.semantic {
+            Some(ranker) => {
+                if ranker.rows() < self.index.len() {
+                    // The index holds the searchable tools that are not removed, in add order.
+                    let next: Vec<&ToolDef> = self
+                        .tools
+                        .iter()
+                        .zip(&self.status)
+                        .filter(|(d, st)| (!self.enabled || !d.resident) && **st != Status::Removed)
+                        .map(|(d, _)| d)
+                        .skip(ranker.rows())
+                        .collect();
+                    ranker.extend(&next);
+                }
+                ranker.search(&self.index, query, k)
+            }
+            None => self.index.search(query, k),
+        };
+        #[cfg(not(feature = "semantic"))]
         let mut hits = self.index.search(query, k);
         if self.min_relative_score > 0.0 {
             let best = hits.iter().map(|h| h.score).fold(0.0f64, f64::max);

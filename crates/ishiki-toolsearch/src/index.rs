@@ -263,6 +263,18 @@ impl ToolIndex {
             .copied()
     }
 
+    /// The name of the tool inserted `position`-th (from 0).
+    #[cfg(feature = "semantic")]
+    pub(crate) fn name_at(&self, position: usize) -> &str {
+        &self.docs[position].name
+    }
+
+    /// Where the tool named `name` was inserted (the newest of that name).
+    #[cfg(feature = "semantic")]
+    pub(crate) fn position_of(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).map(|&d| d as usize)
+    }
+
     /// The hit for the tool inserted `position`-th (from 0), with `score`.
     #[cfg(feature = "semantic")]
     pub(crate) fn hit_by_position(&self, position: usize, score: f64) -> Hit {

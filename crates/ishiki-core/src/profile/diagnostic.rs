@@ -19,6 +19,9 @@ pub enum AssemblyErrorKind {
     /// `attachment.visionModel` names a model, or a group with a candidate, that does not
     /// declare `input: [text, image]` (PRO-5).
     VisionModelUnsupported,
+    /// `toolsearch.semantic.model` names a directory that holds no usable model: missing,
+    /// unreadable or damaged files (TS-7).
+    SemanticModelUnusable,
 }
 
 impl AssemblyErrorKind {
@@ -30,6 +33,7 @@ impl AssemblyErrorKind {
             AssemblyErrorKind::RemovedKey => "removed_key",
             AssemblyErrorKind::UnknownModel => "unknown_model",
             AssemblyErrorKind::VisionModelUnsupported => "vision_model_unsupported",
+            AssemblyErrorKind::SemanticModelUnusable => "semantic_model_unusable",
         }
     }
 }

@@ -38,13 +38,15 @@ mod tests;
 mod tree;
 
 pub use assemble::assemble;
+#[cfg(feature = "semantic")]
+pub use assemble::load_semantic_model;
 use assemble::*;
 use decode::*;
 use diagnostic::*;
 pub use diagnostic::{AssemblyError, AssemblyErrorKind};
 pub use schema::{
     Assembly, AssetsSection, CleanupSection, CodemodeSection, McpAuthDecl, McpSection,
-    McpServerDecl, Modality, ModelCapabilities, ModelDecl, ModelsDoc, Profile, ToolCalling,
-    ToolsSection, ToolsearchSection, VisionTarget,
+    McpServerDecl, Modality, ModelCapabilities, ModelDecl, ModelsDoc, Profile, SemanticSection,
+    ToolCalling, ToolsSection, ToolsearchSection, VisionTarget,
 };
 use tree::*;

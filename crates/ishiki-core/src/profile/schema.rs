@@ -70,6 +70,19 @@ pub struct CodemodeSection {
 pub struct ToolsearchSection {
     /// `toolsearch.enable` (default false).
     pub enable: bool,
+    /// `toolsearch.semantic`: rank searches with the hybrid ranker (TS-7). Only with `enable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic: Option<SemanticSection>,
+}
+
+/// The `toolsearch.semantic` section (TS-7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SemanticSection {
+    /// `model`: the directory of the sentence-embedding model (`config.json`,
+    /// `tokenizer.json`, `model.safetensors`, as all-MiniLM-L6-v2 is published). The runtime
+    /// reads it as given; the `ishiki` binary resolves a relative one against the profile's
+    /// (or scenario's) directory.
+    pub model: String,
 }
 
 /// The `assets` section (PRO-3).

@@ -75,9 +75,21 @@ pub struct RuntimeBuilder {
     edit_policy: EditPolicy,
     window: Option<Window>,
     abandoned: Option<Arc<crate::guard::AbandonedWork>>,
+    #[cfg(feature = "semantic")]
+    semantic_model: Option<Arc<ishiki_toolsearch::semantic::Embedder>>,
 }
 
 impl RuntimeBuilder {
+    /// The sentence-embedding model for `toolsearch.semantic` (TS-7), loaded once by
+    /// [`load_semantic_model`](crate::load_semantic_model) and shared by many runtimes. Without
+    /// it, `build` loads the model the profile names itself (and fails as that function does).
+    /// Ignored when the profile does not set `toolsearch.semantic`.
+    #[cfg(feature = "semantic")]
+    pub fn semantic_model(mut self, model: Arc<ishiki_toolsearch::semantic::Embedder>) -> Self {
+        self.semantic_model = Some(model);
+        self
+    }
+
     /// Where this runtime counts tool calls abandoned at their deadline that still run
     /// (default: [`AbandonedWork::process`](crate::AbandonedWork::process), shared by every
     /// runtime of the process). At the limit, a new call fails at once.
@@ -407,6 +419,8 @@ impl Runtime {
             edit_policy: EditPolicy::default(),
             window: None,
             abandoned: None,
+            #[cfg(feature = "semantic")]
+            semantic_model: None,
         }
     }
 

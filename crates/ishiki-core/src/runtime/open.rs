@@ -77,7 +77,14 @@ impl Runtime {
                 .clone()
                 .unwrap_or_else(crate::guard::AbandonedWork::process),
         };
-        let shared = Arc::new(Shared::new(parts, Catalog::new(toolsearch_on), assembly));
+        let catalog = semantic_catalog(
+            Catalog::new(toolsearch_on),
+            &assembly,
+            dir,
+            #[cfg(feature = "semantic")]
+            b.semantic_model,
+        )?;
+        let shared = Arc::new(Shared::new(parts, catalog, assembly));
 
         // Built-ins first, resident: read, search, codemode, send_message, finish, wait.
         let mut tools: Vec<Arc<dyn Tool>> =
@@ -269,4 +276,57 @@ impl Runtime {
         self.history.push(Entry::new(Arc::new(message), false));
         Ok(())
     }
+}
+
+/// The file in the state directory that keeps the vectors of the catalog's tools between runs
+/// (TS-7): derived data, so a damaged one is recomputed.
+#[cfg(feature = "semantic")]
+pub(crate) const EMBEDDINGS_FILE: &str = "toolsearch-embeddings.json";
+
+/// The catalog with the hybrid ranker when the profile sets `toolsearch.semantic` (TS-7),
+/// vectors cached in the state directory. The model is the one given, else loaded from the
+/// profile's path; one that cannot be loaded fails the build, naming the path.
+#[cfg(feature = "semantic")]
+fn semantic_catalog(
+    mut catalog: Catalog,
+    assembly: &Assembly,
+    dir: &std::path::Path,
+    model: Option<Arc<ishiki_toolsearch::semantic::Embedder>>,
+) -> Result<Catalog, RuntimeError> {
+    if assembly.profile.toolsearch.semantic.is_none() {
+        return Ok(catalog);
+    }
+    let model = match model {
+        Some(model) => model,
+        None => match crate::profile::load_semantic_model(&assembly.profile) {
+            Ok(Some(model)) => model,
+            Ok(None) => return Ok(catalog),
+            Err(e) => return Err(RuntimeError::new(RuntimeErrorKind::Config, e.message())),
+        },
+    };
+    catalog.set_semantic(
+        ishiki_toolsearch::semantic::SemanticRanker::with_cache_file(
+            model,
+            dir.join(EMBEDDINGS_FILE),
+        ),
+    );
+    Ok(catalog)
+}
+
+/// Without the `semantic` feature there is no hybrid ranker: a profile that asks for one is
+/// refused, never ranked lexically in its place.
+#[cfg(not(feature = "semantic"))]
+fn semantic_catalog(
+    catalog: Catalog,
+    assembly: &Assembly,
+    _dir: &std::path::Path,
+) -> Result<Catalog, RuntimeError> {
+    if assembly.profile.toolsearch.semantic.is_some() {
+        return Err(RuntimeError::new(
+            RuntimeErrorKind::Config,
+            "the profile sets toolsearch.semantic, but ishiki-core was built without its \
+             `semantic` feature",
+        ));
+    }
+    Ok(catalog)
 }

@@ -485,6 +485,26 @@ fn pro7_every_assembly_error_message() {
         ),
         ("unknown root key", Input::ProfileYaml("logging: verbose\n")),
         (
+            "ts7 semantic key misspelt",
+            Input::ProfileYaml("toolsearch:\n  enable: true\n  semantic: { modle: .tools/m }\n"),
+        ),
+        (
+            "ts7 semantic without a model",
+            Input::ProfileYaml("toolsearch:\n  enable: true\n  semantic: {}\n"),
+        ),
+        (
+            "ts7 semantic model that is not a string",
+            Input::ProfileYaml("toolsearch: { enable: true, semantic: { model: 3 } }\n"),
+        ),
+        (
+            "ts7 semantic model that is empty",
+            Input::ProfileYaml("toolsearch: { enable: true, semantic: { model: \"\" } }\n"),
+        ),
+        (
+            "ts7 semantic without toolsearch",
+            Input::ProfileYaml("toolsearch:\n  semantic: { model: .tools/m }\n"),
+        ),
+        (
             "mcp servers as a list",
             Input::ProfileYaml("mcp:\n  servers: []\n"),
         ),

@@ -178,3 +178,33 @@ async fn every_failed_call_reports_its_kind() {
     assert!(!ToolError::new("x").is_retryable());
     assert_eq!(ToolError::new("x").kind(), ToolErrorKind::Failed);
 }
+
+/// TS-7: a runtime built from a profile whose `toolsearch.semantic.model` holds no model fails
+/// to build with a configuration error naming the directory; it never searches lexically
+/// instead. (With the feature off, the same profile is refused for the missing feature.)
+#[test]
+fn ts7_a_semantic_model_that_cannot_load_fails_the_build_naming_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("no-model");
+    let profile = format!(
+        "toolsearch:\n  enable: true\n  semantic: {{ model: {:?} }}\n",
+        missing.to_string_lossy()
+    );
+    let error = Runtime::builder(assembly(&profile, "seeing"), dir.path().join("state"))
+        .clock(clock_at(Duration::ZERO))
+        .durability(Durability::Normal)
+        .build()
+        .expect_err("no model, no runtime");
+    assert_eq!(error.kind(), RuntimeErrorKind::Config);
+    let message = error.to_string();
+    if cfg!(feature = "semantic") {
+        assert!(
+            message.contains("toolsearch.semantic.model")
+                && message.contains(&*missing.to_string_lossy())
+                && message.contains("config.json"),
+            "{message}"
+        );
+    } else {
+        assert!(message.contains("`semantic` feature"), "{message}");
+    }
+}

@@ -14,8 +14,8 @@ mod math;
 pub mod model;
 mod safetensors;
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use model::{Embedder, MAX_TOKENS};
@@ -48,105 +48,224 @@ pub fn tool_text(def: &ToolDef) -> String {
     text
 }
 
-fn fnv(text: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+/// A 64-bit hash of `bytes`, eight bytes at a time (FNV-1a's constants on words): fast enough
+/// to fingerprint a 91 MB weights file on every load (~10 ms), which is all it is for.
+pub(crate) fn content_hash(seed: u64, bytes: &[u8]) -> u64 {
+    let mut h = seed ^ 0xcbf2_9ce4_8422_2325;
+    let (words, rest) = bytes.as_chunks::<8>();
+    for w in words {
+        h = (h ^ u64::from_le_bytes(*w)).wrapping_mul(0x0100_0000_01b3);
+        h ^= h >> 29;
     }
-    h
+    for b in rest {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^ bytes.len() as u64
 }
 
-/// Embeddings of tool texts kept on disk between runs: one JSON object from the hash of the
-/// model and text to the vector. A missing or unreadable file is an empty cache.
-#[derive(Debug, Default)]
+/// Embeddings of tool texts, kept on disk between runs: a JSON object
+/// `{"model": FINGERPRINT, "vectors": {TEXT: [f32…]}}`. The key is the text itself, so a tool
+/// whose text changed is embedded again and one that did not never is; the fingerprint
+/// identifies the weights, tokenizer and configuration (a hash of their bytes), so vectors of
+/// another model are never reused. A missing, unreadable or damaged file is an empty cache:
+/// it only holds what can be computed again.
+#[derive(Debug, Clone, Default)]
 pub struct EmbeddingCache {
+    model: String,
     entries: HashMap<String, Vec<f32>>,
+    /// Texts asked for since the cache was opened: what [`EmbeddingCache::save`] keeps.
+    used: HashSet<String>,
     changed: bool,
+    /// Texts embedded because the cache did not have them, since it was opened.
+    embedded: usize,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CacheFile {
+    model: String,
+    vectors: HashMap<String, Vec<f32>>,
 }
 
 impl EmbeddingCache {
     /// The cache in `path`, or an empty one.
     pub fn open(path: &Path) -> Self {
-        let entries = std::fs::read_to_string(path)
+        let file: Option<CacheFile> = std::fs::read(path)
             .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
-        Self {
-            entries,
-            changed: false,
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        match file {
+            Some(file) => Self {
+                model: file.model,
+                entries: file.vectors,
+                ..Self::default()
+            },
+            None => Self::default(),
         }
     }
 
-    /// Writes the cache to `path` if anything was added.
+    /// Writes the cache to `path` if anything was added: the vectors of the texts asked for
+    /// since it was opened (a tool that left the catalog leaves the file), through a temporary
+    /// file renamed over the old one, so a crash never leaves half a cache.
     pub fn save(&self, path: &Path) -> Result<(), ToolsearchError> {
         if !self.changed {
             return Ok(());
         }
-        let text = serde_json::to_string(&self.entries)
+        let file = CacheFile {
+            model: self.model.clone(),
+            vectors: self
+                .entries
+                .iter()
+                .filter(|(text, _)| self.used.contains(*text))
+                .map(|(text, v)| (text.clone(), v.clone()))
+                .collect(),
+        };
+        let text = serde_json::to_string(&file)
             .map_err(|e| model_error(format!("embedding cache: {e}")))?;
-        std::fs::write(path, text)
+        let mut temporary = path.as_os_str().to_owned();
+        temporary.push(".tmp");
+        let temporary = PathBuf::from(temporary);
+        std::fs::write(&temporary, text)
+            .and_then(|()| std::fs::rename(&temporary, path))
             .map_err(|e| model_error(format!("cannot write {}: {e}", path.display())))
     }
 
-    fn key(embedder: &Embedder, text: &str) -> String {
-        format!("{:016x}-{}", fnv(text), embedder.fingerprint)
+    /// How many texts the cache did not have and embedded, since it was opened.
+    pub fn embedded(&self) -> usize {
+        self.embedded
     }
 
     /// The vectors of `texts`, in order: cached ones as they are, the rest embedded on every
     /// core (a text is independent of the others) and added to the cache.
-    fn get_or_embed_all(
-        &mut self,
-        embedder: &Embedder,
-        texts: &[String],
-    ) -> Result<Vec<Vec<f32>>, ToolsearchError> {
+    fn get_or_embed_all(&mut self, embedder: &Embedder, texts: &[String]) -> Vec<Vec<f32>> {
+        if self.model != embedder.fingerprint {
+            self.entries.clear();
+            self.model = embedder.fingerprint.clone();
+        }
         let dim = embedder.dim();
+        self.used.extend(texts.iter().cloned());
         let mut missing: Vec<&String> = texts
             .iter()
-            .filter(|t| {
-                self.entries
-                    .get(&Self::key(embedder, t))
-                    .is_none_or(|v| v.len() != dim)
-            })
+            .filter(|t| self.entries.get(*t).is_none_or(|v| v.len() != dim))
             .collect();
         missing.sort();
         missing.dedup();
+        self.embedded += missing.len();
         let workers = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .clamp(1, 8);
         let chunk = missing.len().div_ceil(workers).max(1);
-        let embedded: Vec<Result<Vec<Vec<f32>>, ToolsearchError>> = std::thread::scope(|scope| {
+        let embedded: Vec<Vec<Vec<f32>>> = std::thread::scope(|scope| {
             let jobs: Vec<_> = missing
                 .chunks(chunk)
-                .map(|part| scope.spawn(move || part.iter().map(|t| embedder.embed(t)).collect()))
+                .map(|part| {
+                    let job =
+                        scope.spawn(move || part.iter().map(|t| embedder.vector(t)).collect());
+                    (part, job)
+                })
                 .collect();
             jobs.into_iter()
-                .map(|job| {
+                // A thread that could not run its part (it panicked): this one does it.
+                .map(|(part, job)| {
                     job.join()
-                        .unwrap_or_else(|_| Err(model_error("an embedding thread panicked")))
+                        .unwrap_or_else(|_| part.iter().map(|t| embedder.vector(t)).collect())
                 })
                 .collect()
         });
-        let mut vectors = embedded.into_iter();
-        for part in missing.chunks(chunk) {
-            let part_vectors = vectors
-                .next()
-                .unwrap_or_else(|| Err(model_error("an embedding thread returned nothing")))?;
-            for (text, v) in part.iter().zip(part_vectors) {
-                self.entries.insert(Self::key(embedder, text), v);
+        for (part, vectors) in missing.chunks(chunk).zip(embedded) {
+            for (text, v) in part.iter().zip(vectors) {
+                self.entries.insert((*text).clone(), v);
                 self.changed = true;
             }
         }
         texts
             .iter()
-            .map(|t| {
-                self.entries
-                    .get(&Self::key(embedder, t))
-                    .cloned()
-                    .ok_or_else(|| model_error("a tool text has no embedding"))
+            .map(|t| match self.entries.get(t) {
+                Some(v) => v.clone(),
+                None => embedder.vector(t),
             })
             .collect()
     }
+}
+
+/// Ranks the tools of `lexical` for `query`: an exact name or `select:` as in
+/// [`ToolIndex::search`]; otherwise every tool by the cosine similarity of its vector (row `i`
+/// of `vectors` for the tool inserted `i`-th) to the query's plus `share` times its lexical
+/// score relative to the query's best (at least [`TYPO_LEXICAL_SHARE`] when the query has a
+/// typo the lexical ranker corrects).
+fn rank(
+    lexical: &ToolIndex,
+    embedder: &Embedder,
+    vectors: &[f32],
+    query: &str,
+    k: usize,
+    share: f32,
+) -> Vec<Hit> {
+    let hits = lexical.search(query, LEXICAL_DEPTH.max(k));
+    let trimmed = query.trim();
+    let exact = hits
+        .first()
+        .is_some_and(|h| h.name == trimmed || h.name.eq_ignore_ascii_case(trimmed));
+    let select = trimmed
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("select:"));
+    if exact || select {
+        let mut hits = hits;
+        hits.truncate(if exact { k } else { hits.len() });
+        return hits;
+    }
+    let dim = embedder.dim();
+    let count = lexical.len().min(vectors.len() / dim.max(1));
+    if k == 0 || count == 0 {
+        return Vec::new();
+    }
+    let q = embedder.vector(query);
+    let mut scores: Vec<f32> = vectors
+        .chunks_exact(dim)
+        .take(count)
+        .map(|v| v.iter().zip(&q).map(|(a, b)| a * b).sum())
+        .collect();
+    let best = hits.iter().map(|h| h.score).fold(0.0f64, f64::max);
+    // The model has never seen a misspelt word; the lexical ranker corrects it, so it weighs
+    // more then. Both must agree: a word the lexical vocabulary lacks but the model knows
+    // whole (`links` in a catalog that only says `link`) is no typo.
+    let typo = query
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| w.chars().count() >= 4 && !embedder.knows_word(w))
+        && lexical.corrects_typos(query);
+    let share = if typo {
+        share.max(TYPO_LEXICAL_SHARE)
+    } else {
+        share
+    };
+    let mut hit_of: HashMap<usize, &Hit> = HashMap::new();
+    if best > 0.0 {
+        for hit in &hits {
+            if let Some(i) = lexical.position_of(&hit.name).filter(|&i| i < count) {
+                scores[i] += share * (hit.score / best) as f32;
+                hit_of.insert(i, hit);
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..count).collect();
+    let cmp = |a: &usize, b: &usize| {
+        scores[*b]
+            .total_cmp(&scores[*a])
+            .then_with(|| lexical.name_at(*a).cmp(lexical.name_at(*b)))
+    };
+    if order.len() > k {
+        order.select_nth_unstable_by(k - 1, cmp);
+        order.truncate(k);
+    }
+    order.sort_unstable_by(cmp);
+    order
+        .into_iter()
+        .map(|i| match hit_of.get(&i) {
+            Some(hit) => Hit {
+                score: f64::from(scores[i]),
+                ..(*hit).clone()
+            },
+            None => lexical.hit_by_position(i, f64::from(scores[i])),
+        })
+        .collect()
 }
 
 /// Lexical BM25F and sentence embeddings over the same tools.
@@ -154,10 +273,8 @@ impl EmbeddingCache {
 pub struct HybridIndex {
     lexical: ToolIndex,
     embedder: Arc<Embedder>,
-    names: Vec<String>,
     /// Tool vectors, `dim` floats each, in tool order.
     vectors: Vec<f32>,
-    by_name: HashMap<String, usize>,
     lexical_share: f32,
 }
 
@@ -169,15 +286,9 @@ impl HybridIndex {
         cache: &mut EmbeddingCache,
     ) -> Result<Self, ToolsearchError> {
         let texts: Vec<String> = defs.iter().map(tool_text).collect();
-        let vectors = cache.get_or_embed_all(&embedder, &texts)?.concat();
+        let vectors = cache.get_or_embed_all(&embedder, &texts).concat();
         Ok(Self {
             lexical: ToolIndex::build(defs),
-            names: defs.iter().map(|d| d.name.clone()).collect(),
-            by_name: defs
-                .iter()
-                .enumerate()
-                .map(|(i, d)| (d.name.clone(), i))
-                .collect(),
             embedder,
             vectors,
             lexical_share: LEXICAL_SHARE,
@@ -190,15 +301,6 @@ impl HybridIndex {
         self.lexical_share = share;
     }
 
-    /// Whether `query` has a word the model does not know whole and the lexical ranker
-    /// corrects to one of its words.
-    fn has_typo(&self, query: &str) -> bool {
-        query
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|w| w.chars().count() >= 4 && !self.embedder.knows_word(w))
-            && self.lexical.corrects_typos(query)
-    }
-
     /// The lexical index alone.
     pub fn lexical(&self) -> &ToolIndex {
         &self.lexical
@@ -209,64 +311,103 @@ impl HybridIndex {
     /// score relative to the query's best (a larger share, [`TYPO_LEXICAL_SHARE`], when the
     /// query has a typo the lexical ranker corrects).
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, ToolsearchError> {
-        let lexical = self.lexical.search(query, LEXICAL_DEPTH.max(k));
-        let trimmed = query.trim();
-        let exact = lexical
-            .first()
-            .is_some_and(|h| h.name == trimmed || h.name.eq_ignore_ascii_case(trimmed));
-        if exact || trimmed.len() >= 7 && trimmed[..7].eq_ignore_ascii_case("select:") {
-            let mut hits = lexical;
-            hits.truncate(if exact { k } else { hits.len() });
-            return Ok(hits);
+        Ok(rank(
+            &self.lexical,
+            &self.embedder,
+            &self.vectors,
+            query,
+            k,
+            self.lexical_share,
+        ))
+    }
+}
+
+/// The hybrid ranker as a [`Catalog`](crate::Catalog) uses it
+/// ([`Catalog::set_semantic`](crate::Catalog::set_semantic)): the model, the vectors of the
+/// catalog's searchable tools, and where they are cached between runs. Tools are embedded
+/// when a search first needs them, and only those whose text is not cached; the cache file is
+/// written after every search that embedded something.
+#[derive(Debug, Clone)]
+pub struct SemanticRanker {
+    embedder: Arc<Embedder>,
+    cache: EmbeddingCache,
+    cache_file: Option<PathBuf>,
+    /// Vectors of the catalog's index, in its order (`dim` floats per tool).
+    vectors: Vec<f32>,
+    /// The last error writing the cache file, if the last write failed.
+    save_error: Option<String>,
+}
+
+impl SemanticRanker {
+    /// A ranker whose vectors live in memory only.
+    pub fn new(embedder: Arc<Embedder>) -> Self {
+        Self {
+            embedder,
+            cache: EmbeddingCache::default(),
+            cache_file: None,
+            vectors: Vec::new(),
+            save_error: None,
         }
-        if k == 0 || self.names.is_empty() {
-            return Ok(Vec::new());
+    }
+
+    /// A ranker whose vectors are kept in `path` ([`EmbeddingCache`]), read now: a restart
+    /// with the same tools and model embeds nothing again.
+    pub fn with_cache_file(embedder: Arc<Embedder>, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        Self {
+            cache: EmbeddingCache::open(&path),
+            cache_file: Some(path),
+            ..Self::new(embedder)
         }
-        let q = self.embedder.embed(query)?;
-        let dim = self.embedder.dim();
-        let mut scores: Vec<f32> = self
-            .vectors
-            .chunks_exact(dim)
-            .map(|v| v.iter().zip(&q).map(|(a, b)| a * b).sum())
-            .collect();
-        let best = lexical.iter().map(|h| h.score).fold(0.0f64, f64::max);
-        // The model has never seen a misspelt word; the lexical ranker corrects it, so it
-        // weighs more then. Both must agree: a word the lexical vocabulary lacks but the
-        // model knows whole (`links` in a catalog that only says `link`) is no typo.
-        let share = if self.has_typo(query) {
-            self.lexical_share.max(TYPO_LEXICAL_SHARE)
-        } else {
-            self.lexical_share
-        };
-        let mut hit_of: HashMap<usize, &Hit> = HashMap::new();
-        if best > 0.0 {
-            for hit in &lexical {
-                if let Some(&i) = self.by_name.get(&hit.name) {
-                    scores[i] += share * (hit.score / best) as f32;
-                    hit_of.insert(i, hit);
-                }
-            }
+    }
+
+    /// The model.
+    pub fn embedder(&self) -> &Arc<Embedder> {
+        &self.embedder
+    }
+
+    /// How many tool texts this ranker embedded because its cache did not have them.
+    pub fn embedded(&self) -> usize {
+        self.cache.embedded()
+    }
+
+    /// Why the cache file could not be written the last time, if it could not (the vectors
+    /// are still used; the next start embeds them again).
+    pub fn save_error(&self) -> Option<&str> {
+        self.save_error.as_deref()
+    }
+
+    /// Tools with a vector, from the start of the index.
+    pub(crate) fn rows(&self) -> usize {
+        self.vectors.len() / self.embedder.dim().max(1)
+    }
+
+    /// Forgets the vectors (the index was rebuilt); the cache keeps them.
+    pub(crate) fn reset(&mut self) {
+        self.vectors.clear();
+    }
+
+    /// Appends the vectors of `defs`, the index's next tools in order.
+    pub(crate) fn extend(&mut self, defs: &[&ToolDef]) {
+        let texts: Vec<String> = defs.iter().map(|d| tool_text(d)).collect();
+        for v in self.cache.get_or_embed_all(&self.embedder, &texts) {
+            self.vectors.extend(v);
         }
-        let mut order: Vec<usize> = (0..self.names.len()).collect();
-        let cmp = |a: &usize, b: &usize| {
-            scores[*b]
-                .total_cmp(&scores[*a])
-                .then_with(|| self.names[*a].cmp(&self.names[*b]))
-        };
-        if order.len() > k {
-            order.select_nth_unstable_by(k - 1, cmp);
-            order.truncate(k);
+        if let Some(path) = &self.cache_file {
+            self.save_error = self.cache.save(path).err().map(|e| e.to_string());
+            self.cache.changed &= self.save_error.is_some();
         }
-        order.sort_unstable_by(cmp);
-        Ok(order
-            .into_iter()
-            .map(|i| match hit_of.get(&i) {
-                Some(hit) => Hit {
-                    score: f64::from(scores[i]),
-                    ..(*hit).clone()
-                },
-                None => self.lexical.hit_by_position(i, f64::from(scores[i])),
-            })
-            .collect())
+    }
+
+    /// Ranks `lexical`'s tools for `query` as [`HybridIndex::search`] does.
+    pub(crate) fn search(&self, lexical: &ToolIndex, query: &str, k: usize) -> Vec<Hit> {
+        rank(
+            lexical,
+            &self.embedder,
+            &self.vectors,
+            query,
+            k,
+            LEXICAL_SHARE,
+        )
     }
 }

@@ -9,8 +9,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::math::{Linear, attention, gelu, layer_norm};
-use super::model_error;
 use super::safetensors::{self, Tensor};
+use super::{content_hash, model_error};
 use crate::error::ToolsearchError;
 
 /// Tokens per text, `[CLS]` and `[SEP]` included (the model's own truncation).
@@ -64,12 +64,14 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
-fn read_json(dir: &Path, name: &str) -> Result<Value, ToolsearchError> {
+/// The JSON file `name` in `dir`, and a hash of its bytes for the fingerprint.
+fn read_json(dir: &Path, name: &str) -> Result<(Value, u64), ToolsearchError> {
     let path = dir.join(name);
     let text = std::fs::read_to_string(&path)
         .map_err(|e| model_error(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text)
-        .map_err(|e| model_error(format!("{} is not valid json: {e}", path.display())))
+    let value = serde_json::from_str(&text)
+        .map_err(|e| model_error(format!("{} is not valid json: {e}", path.display())))?;
+    Ok((value, content_hash(0, text.as_bytes())))
 }
 
 /// Takes tensors out of a loaded weights file, checking each one's shape.
@@ -91,18 +93,27 @@ impl Weights {
         Ok(t.data)
     }
 
+    /// A dense layer's weight (`outputs` × `inputs`) and bias, as stored.
+    fn dense(
+        &mut self,
+        name: &str,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), ToolsearchError> {
+        Ok((
+            self.take(&format!("{name}.weight"), &[outputs, inputs])?,
+            self.take(&format!("{name}.bias"), &[outputs])?,
+        ))
+    }
+
     fn linear(
         &mut self,
         name: &str,
         inputs: usize,
         outputs: usize,
     ) -> Result<Linear, ToolsearchError> {
-        Ok(Linear {
-            weight: self.take(&format!("{name}.weight"), &[outputs, inputs])?,
-            bias: self.take(&format!("{name}.bias"), &[outputs])?,
-            inputs,
-            outputs,
-        })
+        let (weight, bias) = self.dense(name, inputs, outputs)?;
+        Ok(Linear::new(&weight, bias, inputs, outputs))
     }
 
     fn norm(&mut self, name: &str, dim: usize) -> Result<Norm, ToolsearchError> {
@@ -117,7 +128,7 @@ impl Embedder {
     /// Loads the model from `dir` (a sentence-transformers export of all-MiniLM-L6-v2 or
     /// another BERT of the same layout).
     pub fn load(dir: &Path) -> Result<Self, ToolsearchError> {
-        let config = read_json(dir, "config.json")?;
+        let (config, config_hash) = read_json(dir, "config.json")?;
         let get = |key: &str| {
             config[key]
                 .as_u64()
@@ -136,7 +147,7 @@ impl Embedder {
             return Err(model_error("config.json has an unusable shape"));
         }
         let eps = config["layer_norm_eps"].as_f64().unwrap_or(1e-12) as f32;
-        let tokenizer = read_json(dir, "tokenizer.json")?;
+        let (tokenizer, tokenizer_hash) = read_json(dir, "tokenizer.json")?;
         let vocab: HashMap<String, u32> = tokenizer["model"]["vocab"]
             .as_object()
             .ok_or_else(|| model_error("tokenizer.json has no model.vocab"))?
@@ -151,7 +162,8 @@ impl Embedder {
         };
         let (unk, cls, sep) = (special("[UNK]")?, special("[CLS]")?, special("[SEP]")?);
         let weights_path = dir.join("model.safetensors");
-        let mut w = Weights(safetensors::load(&weights_path)?);
+        let (tensors, weights_hash) = safetensors::load(&weights_path)?;
+        let mut w = Weights(tensors);
         let words =
             w.0.get("embeddings.word_embeddings.weight")
                 .or_else(|| w.0.get("bert.embeddings.word_embeddings.weight"))
@@ -170,15 +182,15 @@ impl Embedder {
         let mut stack = Vec::with_capacity(layers);
         for i in 0..layers {
             let p = format!("encoder.layer.{i}");
-            let q = w.linear(&format!("{p}.attention.self.query"), dim, dim)?;
-            let k = w.linear(&format!("{p}.attention.self.key"), dim, dim)?;
-            let v = w.linear(&format!("{p}.attention.self.value"), dim, dim)?;
-            let qkv = Linear {
-                weight: [q.weight, k.weight, v.weight].concat(),
-                bias: [q.bias, k.bias, v.bias].concat(),
-                inputs: dim,
-                outputs: 3 * dim,
-            };
+            let q = w.dense(&format!("{p}.attention.self.query"), dim, dim)?;
+            let k = w.dense(&format!("{p}.attention.self.key"), dim, dim)?;
+            let v = w.dense(&format!("{p}.attention.self.value"), dim, dim)?;
+            let qkv = Linear::new(
+                &[q.0, k.0, v.0].concat(),
+                [q.1, k.1, v.1].concat(),
+                dim,
+                3 * dim,
+            );
             stack.push(Layer {
                 qkv,
                 out: w.linear(&format!("{p}.attention.output.dense"), dim, dim)?,
@@ -188,7 +200,6 @@ impl Embedder {
                 norm2: w.norm(&format!("{p}.output.LayerNorm"), dim)?,
             });
         }
-        let size = std::fs::metadata(&weights_path).map_or(0, |m| m.len());
         Ok(Self {
             vocab,
             unk,
@@ -202,7 +213,13 @@ impl Embedder {
             heads,
             eps,
             dim,
-            fingerprint: format!("{size}-{dim}-{layers}-{MAX_TOKENS}"),
+            fingerprint: format!(
+                "{:016x}-{MAX_TOKENS}",
+                content_hash(
+                    config_hash ^ tokenizer_hash.rotate_left(17),
+                    &weights_hash.to_le_bytes()
+                )
+            ),
         })
     }
 
@@ -291,8 +308,12 @@ impl Embedder {
 
     /// The unit-length embedding of `text` (mean of the last layer over its tokens).
     pub fn embed(&self, text: &str) -> Result<Vec<f32>, ToolsearchError> {
-        let ids = self.tokenize(text);
-        Ok(self.forward(&ids))
+        Ok(self.vector(text))
+    }
+
+    /// [`Embedder::embed`] for callers in this crate: a loaded model embeds any text.
+    pub(crate) fn vector(&self, text: &str) -> Vec<f32> {
+        self.forward(&self.tokenize(text))
     }
 
     /// Runs the encoder over `ids` and returns the mean of the last layer, at unit length.

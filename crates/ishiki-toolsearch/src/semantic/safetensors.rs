@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::model_error;
+use super::{content_hash, model_error};
 use crate::error::ToolsearchError;
 
 /// Largest weights file read (all-MiniLM-L6-v2 is 91 MB).
@@ -24,8 +24,8 @@ pub(crate) struct Tensor {
     pub(crate) data: Vec<f32>,
 }
 
-/// Every f32 tensor of the file at `path`, by name.
-pub(crate) fn load(path: &Path) -> Result<HashMap<String, Tensor>, ToolsearchError> {
+/// Every f32 tensor of the file at `path`, by name, and a hash of the file's bytes.
+pub(crate) fn load(path: &Path) -> Result<(HashMap<String, Tensor>, u64), ToolsearchError> {
     let shown = path.display();
     let size = std::fs::metadata(path)
         .map_err(|e| model_error(format!("cannot read {shown}: {e}")))?
@@ -37,7 +37,8 @@ pub(crate) fn load(path: &Path) -> Result<HashMap<String, Tensor>, ToolsearchErr
     }
     let bytes =
         std::fs::read(path).map_err(|e| model_error(format!("cannot read {shown}: {e}")))?;
-    parse(&bytes).map_err(|e| model_error(format!("{shown}: {e}")))
+    let tensors = parse(&bytes).map_err(|e| model_error(format!("{shown}: {e}")))?;
+    Ok((tensors, content_hash(0, &bytes)))
 }
 
 /// The f32 tensors of a safetensors file's bytes.
