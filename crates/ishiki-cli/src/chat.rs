@@ -298,6 +298,7 @@ fn run_inner(
         writeln!(out, "[mcp] {error}").map_err(|e| failed(&e))?;
     }
     let mut builder = Runtime::builder(assembly, &options.state)
+        .workspace_root(&workspace)
         .edit_policy(policy)
         .window(window);
     for server in &servers {
@@ -308,17 +309,26 @@ fn run_inner(
         builder = tools.into_iter().fold(builder, |b, t| b.tool(t));
     }
     if let Some(url) = &options.store {
+        // The socket directories are checked against the roots with the state directory.
+        if let Ok(config) = ishiki_postgres::config_from(url, &|name| std::env::var(name).ok()) {
+            for dir in ishiki_postgres::socket_dirs(&config) {
+                builder = builder.store_location("the postgres socket directory", dir);
+            }
+        }
+        builder.check_store_locations().map_err(|e| failed(&e))?;
         builder = builder.store(history_store(url, &options.conversation)?);
     }
     if let Some(location) = &options.objects {
         let objects = ishiki_objects::Objects::open(location)
             .map_err(|e| (Exit::Invalid, format!("--objects: {e}")))?;
+        if let Some(dir) = objects.local_dir() {
+            builder = builder.store_location("the object store (--objects)", dir);
+        }
         builder = builder
             .artifacts(Arc::new(objects.artifacts()))
             .assets(Arc::new(objects.assets()));
     }
     let mut runtime = builder
-        .workspace_root(&workspace)
         .clock(Arc::new(SystemClock))
         .codemode_worker(options.worker.clone())
         .codemode_limits(ishiki_core::Limits {

@@ -403,6 +403,52 @@ fn chat_refuses_a_state_dir_inside_the_workspace() {
     assert!(!workspace.join(".ishiki").exists(), "nothing was created");
 }
 
+/// SEC-2: `--objects file://…` inside the workspace let the model read the artifact store
+/// through `workspace://` and change the bytes behind an `artifact://` URL; every store
+/// location is checked against every root, like the state directory.
+#[test]
+fn chat_refuses_an_object_store_inside_the_workspace() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
+    std::fs::write(
+        dir.path().join("models.yaml"),
+        "models:\n  main: { input: [text], provider: openai, baseUrl: \"http://127.0.0.1:9/v1\", model: test-model }\n",
+    )
+    .expect("models");
+    let objects = workspace.join("objects");
+    let output = Command::new(env!("CARGO_BIN_EXE_ishiki"))
+        .arg("chat")
+        .arg("--profile")
+        .arg(dir.path().join("profile.yaml"))
+        .arg("--models")
+        .arg(dir.path().join("models.yaml"))
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--objects")
+        .arg(format!("file://{}", objects.display()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("ishiki chat runs");
+    let canonical = std::fs::canonicalize(dir.path()).expect("a canonical path");
+    let stderr =
+        String::from_utf8_lossy(&output.stderr).replace(&canonical.display().to_string(), "[tmp]");
+    assert_eq!(
+        (output.status.code(), stderr.as_str()),
+        (
+            Some(1),
+            "ishiki: the object store (--objects) [tmp]/ws/objects is inside the workspace root [tmp]/ws, where the model could read and change what it holds; keep the object store (--objects) outside every workspace and local root\n"
+        )
+    );
+    assert!(
+        !dir.path().join("state").exists(),
+        "the state directory was not created"
+    );
+}
+
 /// A model that thinks adaptively and binds its thinking (Claude Opus 5.5): chat turns thinking
 /// on the way the family takes it — adaptive, summarized, with the `drop_block` safety net —
 /// and shows the thinking summary before the answer.

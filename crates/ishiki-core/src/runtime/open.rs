@@ -6,15 +6,8 @@ use super::*;
 impl Runtime {
     pub(super) fn open(b: RuntimeBuilder) -> Result<Self, RuntimeError> {
         let dir = &b.state_dir;
-        let workspace_root = b
-            .workspace_root
-            .clone()
-            .unwrap_or_else(|| dir.join("workspace"));
-        let mut roots = vec![("the workspace root".to_owned(), workspace_root.clone())];
-        for (name, root) in &b.local_roots {
-            roots.push((format!("the local root `{name}`"), root.clone()));
-        }
-        state_dir::check_roots(dir, &roots)?;
+        b.check_store_locations()?;
+        let workspace_root = b.workspace_dir();
         std::fs::create_dir_all(dir)
             .map_err(|e| err(RuntimeErrorKind::Io, "cannot create the state directory")(&e))?;
         let state_lock = state_dir::lock(dir)?;

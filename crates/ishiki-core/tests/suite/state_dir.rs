@@ -126,6 +126,60 @@ fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created(
         .expect("a state directory beside the roots");
 }
 
+#[test]
+fn sec2_every_declared_store_location_is_checked_against_every_root() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let ws = tmp.path().join("ws");
+    let docs = tmp.path().join("docs");
+    let objects = tmp.path().join("objects");
+    for dir in [&ws, &docs, &objects] {
+        std::fs::create_dir(dir).expect("a directory");
+    }
+    let state = tmp.path().join("state");
+    let mut report = Vec::new();
+    let mut refused = |name: &str, b: ishiki_core::RuntimeBuilder| {
+        let error = b.build().expect_err(name);
+        assert_eq!(error.kind(), RuntimeErrorKind::Config, "{name}");
+        report.push(format!(
+            "{name}:\n  {}",
+            redact(error.message(), tmp.path())
+        ));
+    };
+    refused(
+        "an object store inside the workspace",
+        builder(&state)
+            .workspace_root(&ws)
+            .store_location("the object store", ws.join("objects")),
+    );
+    refused(
+        "a socket directory inside a local root",
+        builder(&state)
+            .workspace_root(&ws)
+            .local_root("docs", &docs)
+            .store_location("the postgres socket directory", docs.join("run")),
+    );
+    refused(
+        "a workspace inside the object store",
+        builder(&state)
+            .workspace_root(objects.join("ws"))
+            .store_location("the object store", &objects),
+    );
+    refused(
+        "an object store equal to the workspace",
+        builder(&state)
+            .workspace_root(&ws)
+            .store_location("the object store", &ws),
+    );
+    with_snapshots(|| insta::assert_snapshot!("store_locations_refused", report.join("\n")));
+
+    builder(&state)
+        .workspace_root(&ws)
+        .local_root("docs", &docs)
+        .store_location("the object store", &objects)
+        .build()
+        .expect("an object store beside the roots");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The lock (SEC-4).
 
