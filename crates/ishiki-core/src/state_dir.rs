@@ -156,6 +156,76 @@ pub(crate) fn check_stores(
     Ok(())
 }
 
+/// Which directory the state directory was when the runtime opened it (device and inode), so
+/// a rename or deletion while it runs is noticed before anything more is written: history
+/// would go on in the moved directory while new artifacts landed under the old path.
+#[derive(Debug)]
+pub(crate) struct StateIdentity {
+    dir: PathBuf,
+    #[cfg(unix)]
+    id: (u64, u64),
+}
+
+impl StateIdentity {
+    /// The identity of `dir` now.
+    pub(crate) fn of(dir: &Path) -> Result<Self, RuntimeError> {
+        let metadata = std::fs::metadata(dir).map_err(|e| {
+            RuntimeError::new(
+                RuntimeErrorKind::Io,
+                format!("cannot read the state directory {}: {e}", dir.display()),
+            )
+        })?;
+        #[cfg(not(unix))]
+        let _ = metadata;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            #[cfg(unix)]
+            id: {
+                use std::os::unix::fs::MetadataExt as _;
+                (metadata.dev(), metadata.ino())
+            },
+        })
+    }
+
+    /// Fails when the state directory is no longer the directory opened at start (moved,
+    /// deleted or replaced), naming it; nothing may be committed then.
+    pub(crate) fn check(&self) -> Result<(), RuntimeError> {
+        let gone = |how: &str| {
+            RuntimeError::new(
+                RuntimeErrorKind::Io,
+                format!(
+                    "the state directory {} was {how} while the runtime ran; stopping so that no history or artifact is written to the wrong place (move it back, or start again from where it is now)",
+                    self.dir.display()
+                ),
+            )
+        };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            match std::fs::metadata(&self.dir) {
+                Ok(m) if (m.dev(), m.ino()) == self.id => Ok(()),
+                Ok(_) => Err(gone("replaced by another directory")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(gone("moved or deleted")),
+                Err(e) => Err(RuntimeError::new(
+                    RuntimeErrorKind::Io,
+                    format!(
+                        "cannot read the state directory {}: {e}",
+                        self.dir.display()
+                    ),
+                )),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if self.dir.is_dir() {
+                Ok(())
+            } else {
+                Err(gone("moved or deleted"))
+            }
+        }
+    }
+}
+
 /// The exclusive lock on a state directory; dropping it (closing the file) releases it.
 #[derive(Debug)]
 pub(crate) struct StateLock {

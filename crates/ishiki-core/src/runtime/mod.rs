@@ -20,7 +20,8 @@ use ishiki_projection::{
 };
 use ishiki_resources::{
     ArtifactScheme, ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore,
-    FileScheme, LocalScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
+    FileScheme, LocalScheme, ResourceCenter, ResourceError, ResourceErrorKind, SchemeHandler,
+    WorkspaceScheme,
 };
 use ishiki_toolsearch::{Catalog, CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
@@ -51,6 +52,15 @@ mod prepare;
 
 pub(crate) use error::err;
 pub use error::{RuntimeError, RuntimeErrorKind};
+
+/// Why persisted media could not be loaded for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum MediaFailure {
+    /// An asset the store no longer has: retention deleted it, for good (issue 24).
+    Deleted,
+    /// Anything else, retried in a later request (PRJ-10).
+    Unreadable(String),
+}
 
 /// Builds a [`Runtime`]: the assembled profile, a state directory, and what to plug in.
 #[derive(Debug)]
@@ -390,7 +400,9 @@ pub struct Runtime {
     window: Option<Window>,
     /// Folded versions of tool messages: message id → (folded results, message, raw tokens).
     fold_cache: Mutex<HashMap<String, FoldedMessage>>,
-    media_cache: Mutex<HashMap<String, Result<Option<String>, String>>>,
+    media_cache: Mutex<HashMap<String, Result<Option<String>, MediaFailure>>>,
+    /// The state directory as opened; checked before every commit (issue 24).
+    state_identity: state_dir::StateIdentity,
     /// Held for the runtime's lifetime; the last field, so it is released after the store.
     _state_lock: state_dir::StateLock,
 }
@@ -421,6 +433,15 @@ impl Runtime {
             window: None,
             abandoned: None,
         }
+    }
+
+    /// Commits `batch`, after checking that the state directory is still the one opened (a
+    /// moved or deleted state directory stops the step with an error naming it).
+    fn commit_batch(&mut self, batch: &Batch, context: &str) -> Result<(), RuntimeError> {
+        self.state_identity.check()?;
+        self.store_mut()
+            .commit(batch)
+            .map_err(|e| RuntimeError::store(context, &e))
     }
 
     fn store_mut(&mut self) -> &mut dyn HistoryStore {

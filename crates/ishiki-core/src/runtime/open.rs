@@ -11,6 +11,7 @@ impl Runtime {
         std::fs::create_dir_all(dir)
             .map_err(|e| err(RuntimeErrorKind::Io, "cannot create the state directory")(&e))?;
         let state_lock = state_dir::lock(dir)?;
+        let state_identity = state_dir::StateIdentity::of(dir)?;
         let evidence = state_dir::conversation_evidence(dir)?;
         let artifacts: Arc<dyn ArtifactStore> = match b.artifacts.clone() {
             Some(store) => store,
@@ -215,6 +216,7 @@ impl Runtime {
             window,
             fold_cache: Mutex::new(HashMap::new()),
             media_cache: Mutex::new(HashMap::new()),
+            state_identity,
             _state_lock: state_lock,
         };
         runtime.answer_interrupted(interrupted)?;
@@ -247,9 +249,7 @@ impl Runtime {
         let mut batch = Batch::default();
         batch.messages.push(stored_message(&message)?);
         batch.meta.push(("pending_calls".to_owned(), json!([])));
-        self.store_mut()
-            .commit(&batch)
-            .map_err(|e| RuntimeError::store("cannot store the interrupted results", &e))?;
+        self.commit_batch(&batch, "cannot store the interrupted results")?;
         self.history.push(Entry::new(Arc::new(message), false));
         Ok(())
     }

@@ -65,9 +65,10 @@ impl Runtime {
             }
             // A replayed clock (a scenario run again on its own state) repeats ids: skip taken
             // ones rather than refuse the message.
+            // An id retention deleted is taken too: an old record names it (issue 24).
             let mut uuid = self.shared.clock.new_uuid_v7();
             for _ in 0..10_000 {
-                if self.shared.assets.meta(&uuid.to_string()).is_err() {
+                if !self.asset_id_used(&uuid) {
                     break;
                 }
                 uuid = self.shared.clock.new_uuid_v7();
@@ -105,9 +106,7 @@ impl Runtime {
                 .push(stored_record(&record, not_downloaded)?);
             new_records.push(record);
         }
-        self.store_mut()
-            .commit(&batch)
-            .map_err(|e| RuntimeError::store("cannot store the message", &e))?;
+        self.commit_batch(&batch, "cannot store the message")?;
         self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);
         Ok(inbound)
@@ -120,7 +119,7 @@ impl Runtime {
 
     /// Withdraws a platform message: it and its attachments leave the context (PRJ-7, PRJ-11).
     pub fn withdraw(&mut self, id: &str) -> Result<(), RuntimeError> {
-        let Some(entry) = self.history.iter_mut().find(|e| e.message.id == id) else {
+        let Some(index) = self.history.iter().position(|e| e.message.id == id) else {
             return Err(RuntimeError::new(
                 RuntimeErrorKind::Usage,
                 format!("no message `{id}` to withdraw"),
@@ -130,25 +129,31 @@ impl Runtime {
             withdrawn: vec![id.to_owned()],
             ..Batch::default()
         };
-        self.store
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .commit(&batch)
-            .map_err(|e| RuntimeError::store("cannot store the withdrawal", &e))?;
-        entry.withdrawn = true;
+        self.commit_batch(&batch, "cannot store the withdrawal")?;
+        self.history[index].withdrawn = true;
         Ok(())
     }
 
     /// Runs one asset-cleanup pass (RES-9); returns the deleted asset URLs.
     pub fn cleanup_assets(&self) -> Result<Vec<String>, RuntimeError> {
         let days = u64::from(self.shared.assembly.profile.assets.cleanup.retention_days);
-        self.shared
+        let deleted = self
+            .shared
             .assets
             .cleanup(
                 self.shared.clock.now(),
                 Duration::from_secs(days.saturating_mul(86_400)),
             )
-            .map_err(|e| err(RuntimeErrorKind::Io, "asset cleanup failed")(&e))
+            .map_err(|e| err(RuntimeErrorKind::Io, "asset cleanup failed")(&e))?;
+        // What the cache knew as readable is gone now, for good.
+        let mut cache = self
+            .media_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for url in &deleted {
+            cache.insert(url.clone(), Err(MediaFailure::Deleted));
+        }
+        Ok(deleted)
     }
 
     /// The ids of the user messages and tool results in the active context, borrowed from
@@ -183,9 +188,14 @@ impl Runtime {
     }
 
     /// Reads a persisted media resource once and remembers what it found: the URLs are
-    /// immutable, so neither availability nor a decode check changes. Images that fit the
+    /// immutable, so neither availability nor a decode check changes, except that retention
+    /// deletes assets ([`Runtime::cleanup_assets`] records that here). Images that fit the
     /// dimension limit are decoded once, so a valid header with garbage behind it is caught.
-    fn media_info(&self, url: &str, image_check: Option<u32>) -> Result<Option<String>, String> {
+    fn media_info(
+        &self,
+        url: &str,
+        image_check: Option<u32>,
+    ) -> Result<Option<String>, MediaFailure> {
         let mut cache = self
             .media_cache
             .lock()
@@ -193,21 +203,56 @@ impl Runtime {
         if let Some(hit) = cache.get(url) {
             return hit.clone();
         }
-        let result = self.load_media(url).map(|bytes| {
-            image_check.and_then(|max| ishiki_resources::check_image(&bytes, max).err())
-        });
+        let result = match self.load_media(url) {
+            Ok(bytes) => {
+                Ok(image_check.and_then(|max| ishiki_resources::check_image(&bytes, max).err()))
+            }
+            // An asset id is never reused (see `add_user_message`), so an asset the store
+            // does not have was deleted by retention and will not come back.
+            Err(e) if url.starts_with("asset:") && e.kind() == ResourceErrorKind::NotFound => {
+                Err(MediaFailure::Deleted)
+            }
+            Err(e) => Err(MediaFailure::Unreadable(e.to_string())),
+        };
         cache.insert(url.to_owned(), result.clone());
         result
     }
 
-    fn load_media(&self, url: &str) -> Result<Vec<u8>, String> {
+    fn load_media(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
         if url.starts_with("artifact:") {
-            self.shared.artifacts.get(url).map_err(|e| e.to_string())
+            self.shared.artifacts.get(url)
         } else if url.starts_with("asset:") {
-            self.shared.assets.get(url).map_err(|e| e.to_string())
+            self.shared.assets.get(url)
         } else {
-            Err(format!("`{url}` is not a persisted resource"))
+            Err(ResourceError::new(
+                ResourceErrorKind::InvalidUrl,
+                format!("`{url}` is not a persisted resource"),
+            ))
         }
+    }
+
+    /// Why an asset is gone, in the same words before and after a restart.
+    fn deleted_reason(&self) -> String {
+        let days = self.shared.assembly.profile.assets.cleanup.retention_days;
+        format!("its retention period (assets.cleanup.retentionDays: {days}) ended")
+    }
+
+    /// Whether an asset id was ever handed out in this conversation: still stored, named by an
+    /// attachment record, or written in a message (retention deletes the asset, never its
+    /// mentions), so a replayed clock never hands out a deleted asset's id again.
+    fn asset_id_used(&self, uuid: &uuid::Uuid) -> bool {
+        if self.shared.assets.meta(&uuid.to_string()).is_ok() {
+            return true;
+        }
+        let url = ishiki_resources::asset_url(uuid);
+        self.records.iter().any(|r| r.url == url)
+            || self.history.iter().any(|e| {
+                e.message.content.iter().any(|part| match part {
+                    Part::Text { text } => text.contains(&url),
+                    Part::ToolResult { text, .. } => text.contains(&url),
+                    _ => false,
+                })
+            })
     }
 
     fn verdict(&self, record: &AttachmentRecord) -> Verdict {
@@ -249,7 +294,10 @@ impl Runtime {
         match self.media_info(&record.url, check) {
             Ok(None) => Verdict::Available,
             Ok(Some(broken)) => Verdict::Unsupported { reason: broken },
-            Err(reason) => Verdict::Unavailable { reason },
+            Err(MediaFailure::Deleted) => Verdict::Deleted {
+                reason: self.deleted_reason(),
+            },
+            Err(MediaFailure::Unreadable(reason)) => Verdict::Unavailable { reason },
         }
     }
 

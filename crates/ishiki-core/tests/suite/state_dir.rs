@@ -180,6 +180,48 @@ fn sec2_every_declared_store_location_is_checked_against_every_root() {
         .expect("an object store beside the roots");
 }
 
+/// Issue 24: renaming the state directory mid-run ended with exit 0 while history went on in
+/// the moved directory and artifacts were written under the old path. The next commit now
+/// fails with an error naming the directory, and nothing is recreated under the old path.
+#[tokio::test]
+async fn sec4_a_state_dir_moved_mid_run_stops_the_next_commit_with_an_error_naming_it() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().join("state");
+    let mut rt = open(&dir).expect("the runtime opens");
+    rt.add_user_message("u1", "hello", &[])
+        .expect("a message before the move");
+    let prepared = rt.prepare().expect("a request");
+    std::fs::rename(&dir, tmp.path().join("moved")).expect("the state directory moves");
+    let error = rt
+        .commit(prepared, ModelResponse::from_text("hi".to_owned()))
+        .expect_err("the commit after the move fails");
+    assert_eq!(error.kind(), RuntimeErrorKind::Io);
+    assert_eq!(
+        redact(error.message(), tmp.path()),
+        "the state directory [tmp]/state was moved or deleted while the runtime ran; stopping so that no history or artifact is written to the wrong place (move it back, or start again from where it is now)"
+    );
+    let error = rt
+        .add_user_message("u2", "again", &[png(4, 4, 1)])
+        .expect_err("and so does every later write");
+    assert_eq!(error.kind(), RuntimeErrorKind::Io);
+    assert!(!dir.exists(), "nothing was recreated under the old path");
+
+    // Deleted and recreated empty under the same name: another directory, refused too.
+    let dir = tmp.path().join("state2");
+    let mut rt = open(&dir).expect("the runtime opens");
+    std::fs::rename(&dir, tmp.path().join("moved2")).expect("moved");
+    std::fs::create_dir(&dir).expect("an empty directory in its place");
+    let error = rt
+        .add_user_message("u1", "hello", &[])
+        .expect_err("a replaced state directory is refused");
+    assert!(
+        error
+            .message()
+            .contains("was replaced by another directory"),
+        "{error}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The lock (SEC-4).
 
