@@ -162,7 +162,10 @@ fn serve_one(config: &EngineConfig, confinement: crate::confine::ConfinementRepo
     };
     let result = engine.run(&code, &tools, Box::new(link));
     match result {
-        Ok(finished) => send(&mut out, &done_line(&finished.json, finished.unsent)),
+        Ok(finished) => send(
+            &mut out,
+            &done_line(&finished.json, finished.unsent, finished.unanswered),
+        ),
         Err(error) => {
             fail(&mut out, &error);
             true

@@ -270,3 +270,84 @@ async fn workers_report_their_confinement() {
         "ok 1"
     );
 }
+
+/// A tool that answers after the delay the test set for it, so one run can make `a` the
+/// fastest and the next one `b`.
+#[derive(Debug)]
+struct Delayed {
+    name: &'static str,
+    delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    schema: serde_json::Value,
+}
+
+#[async_trait::async_trait]
+impl CallableTool for Delayed {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn input_schema(&self) -> &serde_json::Value {
+        &self.schema
+    }
+    async fn call(
+        &self,
+        _input: serde_json::Value,
+    ) -> Result<serde_json::Value, ishiki_codemode::ToolFailure> {
+        let ms = self.delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        Ok(json!(self.name))
+    }
+}
+
+/// Issue 24: ten identical runs gave different transcripts, because `Promise.race` between two
+/// tool calls and the count of unawaited calls "finished after it returned" followed the
+/// host's timing. Calls are answered in call order, so with the tools' speeds swapped from run
+/// to run every run returns the same value and prints the same console lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_program_gives_the_same_outcome_whichever_tool_the_host_finishes_first() {
+    let code = r#"
+        const first = await Promise.race([tools.a({}), tools.b({})]);
+        tools.a({});
+        tools.b({});
+        const last = await tools.c({});
+        console.log('raced', first, 'then', last);
+        return [first, last];
+    "#;
+    for sandbox in [sandbox(limits()), super::support::in_process(limits())] {
+        let delays: Vec<Arc<std::sync::atomic::AtomicU64>> = (0..3)
+            .map(|_| Arc::new(std::sync::atomic::AtomicU64::new(0)))
+            .collect();
+        let tools: Vec<Arc<dyn CallableTool>> = ["a", "b", "c"]
+            .into_iter()
+            .zip(&delays)
+            .map(|(name, delay)| {
+                Arc::new(Delayed {
+                    name,
+                    delay_ms: delay.clone(),
+                    schema: json!({ "type": "object" }),
+                }) as Arc<dyn CallableTool>
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for run in 0..10u64 {
+            // Odd runs: `a` is slow; even runs: `b` and the unawaited ones are slow.
+            let (a, b, c) = if run % 2 == 1 { (40, 0, 0) } else { (0, 40, 0) };
+            for (delay, ms) in delays.iter().zip([a, b, c]) {
+                delay.store(ms, std::sync::atomic::Ordering::SeqCst);
+            }
+            let result = sandbox
+                .run(code, tools.clone())
+                .await
+                .expect("the program returns");
+            outcomes.push((result.value, result.console));
+        }
+        let first = outcomes[0].clone();
+        for (run, outcome) in outcomes.iter().enumerate() {
+            assert_eq!(outcome, &first, "run {run} differs from run 0");
+        }
+        assert_eq!(
+            first.0,
+            json!(["a", "c"]),
+            "the race goes to the first call"
+        );
+    }
+}
