@@ -42,6 +42,10 @@ pub struct ChatOptions {
     pub store: Option<String>,
     /// The conversation kept in `store` (one writer at a time per conversation).
     pub conversation: String,
+    /// What to do when another runtime holds the conversation's lease: refuse (the default)
+    /// or take it over at once (`--take-over`, for a holder known to be gone). A holder on
+    /// this host whose process ended is taken over either way.
+    pub when_held: ishiki_postgres::WhenHeld,
     /// Artifacts and assets in object storage (`s3://bucket/prefix`), not the state directory.
     pub objects: Option<String>,
 }
@@ -162,6 +166,7 @@ fn apply_capabilities(config: &mut HttpConfig, caps: &ishiki_core::ModelCapabili
 fn history_store(
     url: &str,
     conversation: &str,
+    when_held: ishiki_postgres::WhenHeld,
 ) -> Result<Box<dyn ishiki_core::HistoryStore>, Failure> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err((
@@ -172,7 +177,10 @@ fn history_store(
     let store = ishiki_postgres::PostgresStore::connect(
         url,
         conversation,
-        &ishiki_postgres::PostgresOptions::default(),
+        &ishiki_postgres::PostgresOptions {
+            when_held,
+            ..ishiki_postgres::PostgresOptions::default()
+        },
     )
     .map_err(|e| (Exit::Failed, format!("--store: {e}")))?;
     Ok(Box::new(store))
@@ -316,7 +324,11 @@ fn run_inner(
             }
         }
         builder.check_store_locations().map_err(|e| failed(&e))?;
-        builder = builder.store(history_store(url, &options.conversation)?);
+        builder = builder.store(history_store(
+            url,
+            &options.conversation,
+            options.when_held,
+        )?);
     }
     if let Some(location) = &options.objects {
         let objects = ishiki_objects::Objects::open(location)

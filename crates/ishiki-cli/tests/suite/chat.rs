@@ -345,6 +345,55 @@ fn chat_keeps_history_in_postgres_with_store() {
     assert!(!dir.path().join("state-b/history.sqlite").exists());
 }
 
+/// Issue 24: after a crash on another machine (or the database's, mid-step) the conversation's
+/// lease blocked chat until it expired and the error said "take it over" with no way to.
+/// `--take-over` does, and the error names it.
+#[test]
+fn chat_takes_a_held_conversation_over_with_take_over() {
+    let (base, _seen) = replay(vec![
+        r#"{"id":"r1","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"mine now"}}]}"#.to_owned(),
+    ]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    write_config(dir.path(), &base);
+    let cluster = ishiki_postgres::testing::TestCluster::shared()
+        .unwrap_or_else(|e| panic!("the PostgreSQL test cluster starts: {e}"));
+    let db = cluster.create_database().expect("a test database");
+    let url = format!(
+        "postgres:///{db}?host={}&port={}&user={}",
+        cluster.socket_dir().display(),
+        ishiki_postgres::testing::PORT,
+        ishiki_postgres::testing::SUPERUSER
+    );
+    // A runtime on another machine holds the conversation.
+    let _holder = ishiki_postgres::PostgresStore::connect(
+        &url,
+        "held",
+        &ishiki_postgres::PostgresOptions {
+            holder: "process 1 on another-machine".to_owned(),
+            ..ishiki_postgres::PostgresOptions::default()
+        },
+    )
+    .expect("the other runtime holds the lease");
+    let store = ["--store", url.as_str(), "--conversation", "held"];
+    let refused = chat_process(dir.path(), "state-a", &store, &[], "hello\n");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("(process 1 on another-machine, lease until ")
+            && stderr.contains("`ishiki chat --take-over`"),
+        "{stderr}"
+    );
+    let mut take_over = store.to_vec();
+    take_over.push("--take-over");
+    let taken = chat_process(dir.path(), "state-b", &take_over, &[], "hello\n");
+    assert!(
+        taken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    assert!(String::from_utf8_lossy(&taken.stdout).contains("assistant: mine now"));
+}
+
 #[test]
 fn chat_refuses_a_store_it_does_not_know() {
     let dir = tempfile::tempdir().expect("a temporary directory");
