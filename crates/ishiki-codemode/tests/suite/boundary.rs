@@ -351,3 +351,106 @@ async fn the_same_program_gives_the_same_outcome_whichever_tool_the_host_finishe
         );
     }
 }
+
+const ORPHAN_CHILD: &str = "ISHIKI_TEST_ORPHAN_HOST";
+
+/// The host of the test below: runs an endless program in a worker and never returns.
+#[tokio::test]
+async fn orphaned_worker_host_child() {
+    if std::env::var_os(ORPHAN_CHILD).is_none() {
+        return;
+    }
+    let sandbox = sandbox(ishiki_codemode::Limits {
+        timeout: std::time::Duration::from_secs(60),
+        instruction_budget: u64::MAX,
+        loop_iteration_limit: u64::MAX,
+        ..limits()
+    });
+    println!("host ready");
+    let _ = sandbox.run("while (true) {}", vec![]).await;
+}
+
+/// The processes whose parent is `parent`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces, so read after the last `)`.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Issue 24: a host killed by a signal left its worker running a busy program for seconds
+/// (until its CPU limit). The worker notices it was orphaned and ends within a fraction of a
+/// second.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_worker_whose_host_was_killed_ends_at_once() {
+    use std::io::BufRead as _;
+    let mut host = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "suite::boundary::orphaned_worker_host_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ORPHAN_CHILD, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the host starts");
+    let mut lines = std::io::BufReader::new(host.stdout.take().expect("stdout")).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("host ready")),
+        "the host never got ready"
+    );
+    // The worker is the host's child once the program runs.
+    let started = std::time::Instant::now();
+    let workers = loop {
+        let workers = children_of(host.id());
+        if !workers.is_empty() || started.elapsed() > std::time::Duration::from_secs(20) {
+            break workers;
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(20));
+    };
+    assert!(!workers.is_empty(), "no worker process");
+    // Let the program get busy, then kill the host without any cleanup.
+    std::thread::park_timeout(std::time::Duration::from_millis(300));
+    host.kill().expect("SIGKILL the host");
+    host.wait().expect("the host is reaped");
+    let killed = std::time::Instant::now();
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    while workers.iter().any(|&pid| alive(pid)) {
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(1),
+            "the orphaned worker still runs {} ms after its host was killed",
+            killed.elapsed().as_millis()
+        );
+        std::thread::park_timeout(std::time::Duration::from_millis(10));
+    }
+}
