@@ -47,6 +47,7 @@ use crate::{convert, decode};
 mod commit;
 mod error;
 mod execute;
+mod media;
 mod open;
 mod prepare;
 
