@@ -14,13 +14,15 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every fuzz target, in the order they run.
-const TARGETS: [&str; 6] = [
+const TARGETS: [&str; 8] = [
     "text_protocol",
     "resource_url",
     "outlet_pager",
     "profile_yaml",
     "scenario_yaml",
     "send_message_markup",
+    "provider_sse",
+    "mcp_result",
 ];
 
 /// When a run stops: after `seconds`, after `runs` executions, or at the first of both.

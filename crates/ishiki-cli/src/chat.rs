@@ -42,6 +42,10 @@ pub struct ChatOptions {
     pub store: Option<String>,
     /// The conversation kept in `store` (one writer at a time per conversation).
     pub conversation: String,
+    /// What to do when another runtime holds the conversation's lease: refuse (the default)
+    /// or take it over at once (`--take-over`, for a holder known to be gone). A holder on
+    /// this host whose process ended is taken over either way.
+    pub when_held: ishiki_postgres::WhenHeld,
     /// Artifacts and assets in object storage (`s3://bucket/prefix`), not the state directory.
     pub objects: Option<String>,
     /// `--semantic-model DIR`: sets the profile's `toolsearch.semantic.model` (TS-7).
@@ -165,6 +169,7 @@ fn apply_capabilities(config: &mut HttpConfig, caps: &ishiki_core::ModelCapabili
 fn history_store(
     url: &str,
     conversation: &str,
+    when_held: ishiki_postgres::WhenHeld,
 ) -> Result<Box<dyn ishiki_core::HistoryStore>, Failure> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err((
@@ -175,7 +180,10 @@ fn history_store(
     let store = ishiki_postgres::PostgresStore::connect(
         url,
         conversation,
-        &ishiki_postgres::PostgresOptions::default(),
+        &ishiki_postgres::PostgresOptions {
+            when_held,
+            ..ishiki_postgres::PostgresOptions::default()
+        },
     )
     .map_err(|e| (Exit::Failed, format!("--store: {e}")))?;
     Ok(Box::new(store))
@@ -310,6 +318,7 @@ fn run_inner(
         writeln!(out, "[mcp] {error}").map_err(|e| failed(&e))?;
     }
     let mut builder = Runtime::builder(assembly, &options.state)
+        .workspace_root(&workspace)
         .edit_policy(policy)
         .window(window);
     if let Some(model) = semantic_model {
@@ -323,17 +332,30 @@ fn run_inner(
         builder = tools.into_iter().fold(builder, |b, t| b.tool(t));
     }
     if let Some(url) = &options.store {
-        builder = builder.store(history_store(url, &options.conversation)?);
+        // The socket directories are checked against the roots with the state directory.
+        if let Ok(config) = ishiki_postgres::config_from(url, &|name| std::env::var(name).ok()) {
+            for dir in ishiki_postgres::socket_dirs(&config) {
+                builder = builder.store_location("the postgres socket directory", dir);
+            }
+        }
+        builder.check_store_locations().map_err(|e| failed(&e))?;
+        builder = builder.store(history_store(
+            url,
+            &options.conversation,
+            options.when_held,
+        )?);
     }
     if let Some(location) = &options.objects {
         let objects = ishiki_objects::Objects::open(location)
             .map_err(|e| (Exit::Invalid, format!("--objects: {e}")))?;
+        if let Some(dir) = objects.local_dir() {
+            builder = builder.store_location("the object store (--objects)", dir);
+        }
         builder = builder
             .artifacts(Arc::new(objects.artifacts()))
             .assets(Arc::new(objects.assets()));
     }
     let mut runtime = builder
-        .workspace_root(&workspace)
         .clock(Arc::new(SystemClock))
         .codemode_worker(options.worker.clone())
         .codemode_limits(ishiki_core::Limits {

@@ -54,6 +54,11 @@ enum Command {
         /// The conversation to resume or start in `--store`.
         #[arg(long, value_name = "ID", default_value = "default")]
         conversation: String,
+        /// Take the conversation's lease over from the runtime that holds it (one that
+        /// crashed on another machine, or whose database went down mid-step); its next commit
+        /// fails. A holder on this machine whose process is gone is taken over without it.
+        #[arg(long, requires = "store")]
+        take_over: bool,
         /// Keep artifacts and assets in object storage instead of the state directory:
         /// `s3://bucket/prefix` (credentials and endpoint from the `AWS_*` environment) or
         /// `file:///dir`.
@@ -179,6 +184,7 @@ fn main() -> ExitCode {
             max_steps,
             store,
             conversation,
+            take_over,
             objects,
             semantic_model,
         } => {
@@ -192,6 +198,11 @@ fn main() -> ExitCode {
                 worker: WorkerSpawn::CurrentExe,
                 store,
                 conversation,
+                when_held: if take_over {
+                    ishiki_postgres::WhenHeld::TakeOver
+                } else {
+                    ishiki_postgres::WhenHeld::Refuse
+                },
                 objects,
                 semantic_model,
             };

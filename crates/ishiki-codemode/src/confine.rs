@@ -259,6 +259,11 @@ pub(crate) fn allowed_syscalls(pid: u32) -> Result<Vec<Allowed>, seccompiler::Ba
         any(libc::SYS_rt_sigprocmask),
         any(libc::SYS_rt_sigreturn),
         any(libc::SYS_getpid),
+        // The orphan watch (`os::exit_when_orphaned`): is the host still the parent? It
+        // sleeps between looks.
+        any(libc::SYS_getppid),
+        any(libc::SYS_clock_nanosleep),
+        any(libc::SYS_nanosleep),
         (
             libc::SYS_tgkill,
             vec![Cond::new(0, Len::Dword, Op::Eq, u64::from(pid))?],

@@ -279,6 +279,69 @@ pub(crate) fn kill_process_group(pgid: u32) {
 #[cfg(not(unix))]
 pub(crate) fn kill_process_group(_pgid: u32) {}
 
+/// The parent process's id (the host), as the worker sees it now.
+#[cfg(unix)]
+pub(crate) fn parent_pid() -> u32 {
+    // SAFETY: `getppid` takes nothing and cannot fail.
+    let pid = unsafe { libc::getppid() };
+    u32::try_from(pid).unwrap_or(0)
+}
+
+/// The host's pid for [`orphan_watch`], set once before the thread starts.
+#[cfg(unix)]
+static PARENT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The orphan watch's thread body: plain system calls only. A Rust thread would register its
+/// thread-local destructors with a `malloc`, and a first `malloc` on a new thread reserves a
+/// 64 MiB arena, counted against the program's `RLIMIT_AS`.
+#[cfg(unix)]
+extern "C" fn orphan_watch(_: *mut libc::c_void) -> *mut libc::c_void {
+    let parent = PARENT.load(std::sync::atomic::Ordering::SeqCst);
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 50_000_000,
+    };
+    loop {
+        // SAFETY: `nanosleep` reads the timespec on our stack; a null remainder is allowed.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+        if parent_pid() != parent {
+            // SAFETY: `_exit` ends the process without running anything else.
+            unsafe { libc::_exit(137) };
+        }
+    }
+}
+
+/// Starts a thread that ends the worker at once when its parent is gone (the worker is
+/// reparented, so `getppid` changes): a host killed by a signal runs no cleanup, and a
+/// program busy in JavaScript reads no pipe that would tell it, so without this it ran on
+/// until its CPU limit. Checked every 50 ms.
+#[cfg(unix)]
+pub(crate) fn exit_when_orphaned(parent: u32) {
+    PARENT.store(parent, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: plain pthread calls on values owned here; the thread runs `orphan_watch`, which
+    // takes no argument and never returns. Without the thread (an error) the host's own kill
+    // still ends the worker, as before.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_attr_init(&mut attr) != 0 {
+            return;
+        }
+        libc::pthread_attr_setstacksize(&mut attr, 64 << 10);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let mut thread: libc::pthread_t = std::mem::zeroed();
+        libc::pthread_create(&mut thread, &attr, orphan_watch, std::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+    }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn parent_pid() -> u32 {
+    0
+}
+
+#[cfg(not(unix))]
+pub(crate) fn exit_when_orphaned(_parent: u32) {}
+
 /// Installs a compiled seccomp filter on every thread of the process (`TSYNC`). Not
 /// `seccompiler::apply_filter_all_threads`: that calls `prctl(PR_SET_NO_NEW_PRIVS)` before each
 /// filter, which the allow-list installed first refuses; `no_new_privs` is set already.

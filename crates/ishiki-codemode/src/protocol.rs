@@ -61,11 +61,14 @@ pub(crate) enum ToHost {
     /// One line of `console` output.
     Console { line: String },
     /// The program returned this value; `unsent` calls it made were never sent, because it
-    /// returned without waiting for them.
+    /// returned without waiting for them, and `unanswered` were sent but their replies not
+    /// read.
     Done {
         value: Value,
         #[serde(default)]
         unsent: usize,
+        #[serde(default)]
+        unanswered: usize,
     },
     /// The program failed.
     Failed {
@@ -81,8 +84,10 @@ pub(crate) fn call_line(id: u64, tool: &str, input_json: &str) -> String {
 }
 
 /// A `done` line around value JSON that is already valid text.
-pub(crate) fn done_line(value_json: &str, unsent: usize) -> String {
-    format!("{{\"t\":\"done\",\"value\":{value_json},\"unsent\":{unsent}}}\n")
+pub(crate) fn done_line(value_json: &str, unsent: usize, unanswered: usize) -> String {
+    format!(
+        "{{\"t\":\"done\",\"value\":{value_json},\"unsent\":{unsent},\"unanswered\":{unanswered}}}\n"
+    )
 }
 
 /// Any other message as one line.
@@ -200,12 +205,13 @@ mod tests {
                 input: json!({ "url": "a\nb" })
             }
         );
-        let done: ToHost = serde_json::from_str(done_line("[1,2]", 3).trim_end()).unwrap();
+        let done: ToHost = serde_json::from_str(done_line("[1,2]", 3, 2).trim_end()).unwrap();
         assert_eq!(
             done,
             ToHost::Done {
                 value: json!([1, 2]),
-                unsent: 3
+                unsent: 3,
+                unanswered: 2,
             }
         );
         let reply = ToEngine::Reply {

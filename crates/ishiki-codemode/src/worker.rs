@@ -64,6 +64,7 @@ fn serve(config_json: &str) -> i32 {
     // Before any thread starts, so every thread inherits it: no inherited descriptors, limits,
     // no capabilities, no new privileges, no filesystem, only the system calls a worker makes.
     // A layer the kernel lacks is reported, not fatal; the limits are.
+    let parent = crate::os::parent_pid();
     let confinement = match crate::confine::start_up(config.memory_bytes, config.cpu_seconds) {
         Ok(report) => report,
         Err(e) => {
@@ -77,6 +78,7 @@ fn serve(config_json: &str) -> i32 {
             return 2;
         }
     };
+    crate::os::exit_when_orphaned(parent);
     let stack = config.stack_bytes;
     let thread = std::thread::Builder::new()
         .name("codemode".to_owned())
@@ -162,7 +164,10 @@ fn serve_one(config: &EngineConfig, confinement: crate::confine::ConfinementRepo
     };
     let result = engine.run(&code, &tools, Box::new(link));
     match result {
-        Ok(finished) => send(&mut out, &done_line(&finished.json, finished.unsent)),
+        Ok(finished) => send(
+            &mut out,
+            &done_line(&finished.json, finished.unsent, finished.unanswered),
+        ),
         Err(error) => {
             fail(&mut out, &error);
             true

@@ -113,7 +113,14 @@ impl From<ishiki_codemode::CodemodeError> for ToolError {
             C::Worker => ToolErrorKind::Unavailable,
             _ => ToolErrorKind::Failed,
         };
-        Self::with_kind(kind, e.to_string())
+        // What the program printed before it failed is often the best clue; it is shown as
+        // after a program that returned (CM-9).
+        let mut text = e.to_string();
+        if !e.console().is_empty() {
+            text.push_str("\n[console]\n");
+            text.push_str(&e.console().join("\n"));
+        }
+        Self::with_kind(kind, text)
     }
 }
 

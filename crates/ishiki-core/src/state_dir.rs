@@ -1,7 +1,8 @@
 //! The state directory (history, artifacts, assets) as the runtime opens it (SEC-2, SEC-4):
 //!
-//! - never reachable by the model: a state directory inside the workspace root or a `local://`
-//!   root is refused at start, and so is a root inside the state's own stores;
+//! - never reachable by the model: a state directory (or any other store location the embedder
+//!   declares: an object store's directory, a database's socket directory) inside the workspace
+//!   root or a `local://` root is refused at start, and so is a root inside a store;
 //! - one runtime at a time: an exclusive lock on `ishiki.lock` for the runtime's lifetime,
 //!   refusing a second opener with the holder's pid (a second runtime would answer the first
 //!   one's live calls as interrupted);
@@ -58,38 +59,171 @@ fn resolved(path: &Path) -> PathBuf {
     }
 }
 
-/// Refuses a state directory the model could read or change through a root it can reach:
-/// the state inside a root (or equal to it), or a root inside the state's artifact or asset
-/// store. `roots` are `(what the root is, its directory)`.
-pub(crate) fn check_roots(state: &Path, roots: &[(String, PathBuf)]) -> Result<(), RuntimeError> {
-    let state_resolved = resolved(state);
-    for (what, root) in roots {
-        let root_resolved = resolved(root);
-        if state_resolved.starts_with(&root_resolved) {
-            return Err(RuntimeError::new(
-                RuntimeErrorKind::Config,
-                format!(
-                    "the state directory {} is inside {what} {}, where the model could read and change its history; keep the state directory outside every workspace and local root",
-                    state_resolved.display(),
-                    root_resolved.display()
-                ),
-            ));
-        }
-        for (store, name) in STORES {
-            let store = state_resolved.join(store);
-            if root_resolved.starts_with(&store) {
-                return Err(RuntimeError::new(
-                    RuntimeErrorKind::Config,
-                    format!(
-                        "{what} {} is inside {}, the state directory's {name}, where the model could change stored media; choose a root outside it",
-                        root_resolved.display(),
-                        store.display()
-                    ),
-                ));
+/// A place a store keeps its data, checked by [`check_stores`]: the state directory (whose
+/// default workspace may lie inside it, but no root inside its artifact or asset store), or a
+/// store outside it (an object store's directory, a database's socket directory, a token
+/// store), which no root may share in either direction.
+#[derive(Debug, Clone)]
+pub(crate) enum StoreLocation {
+    /// The state directory.
+    State(PathBuf),
+    /// `(what the store is, its directory)`.
+    Other(String, PathBuf),
+}
+
+fn inside_root(
+    what: &str,
+    path: &Path,
+    root_what: &str,
+    root: &Path,
+    what_for: &str,
+) -> RuntimeError {
+    RuntimeError::new(
+        RuntimeErrorKind::Config,
+        format!(
+            "{what} {} is inside {root_what} {}, where the model could read and change {what_for}; keep {what} outside every workspace and local root",
+            path.display(),
+            root.display()
+        ),
+    )
+}
+
+fn root_inside(
+    root_what: &str,
+    root: &Path,
+    what: &str,
+    path: &Path,
+    what_for: &str,
+) -> RuntimeError {
+    RuntimeError::new(
+        RuntimeErrorKind::Config,
+        format!(
+            "{root_what} {} is inside {}, {what}, where the model could change {what_for}; choose a root outside it",
+            root.display(),
+            path.display()
+        ),
+    )
+}
+
+/// The one check of every store location against every root the model can reach (SEC-2): a
+/// store inside a root (or equal to it) is refused, and so is a root inside a store. `roots`
+/// are `(what the root is, its directory)`. Paths are compared resolved, symlinks followed as
+/// far as they exist.
+pub(crate) fn check_stores(
+    stores: &[StoreLocation],
+    roots: &[(String, PathBuf)],
+) -> Result<(), RuntimeError> {
+    for (root_what, root) in roots {
+        let root = resolved(root);
+        for store in stores {
+            match store {
+                StoreLocation::State(state) => {
+                    let state = resolved(state);
+                    if state.starts_with(&root) {
+                        return Err(inside_root(
+                            "the state directory",
+                            &state,
+                            root_what,
+                            &root,
+                            "its history",
+                        ));
+                    }
+                    for (sub, name) in STORES {
+                        let sub = state.join(sub);
+                        if root.starts_with(&sub) {
+                            return Err(root_inside(
+                                root_what,
+                                &root,
+                                &format!("the state directory's {name}"),
+                                &sub,
+                                "stored media",
+                            ));
+                        }
+                    }
+                }
+                StoreLocation::Other(what, dir) => {
+                    let dir = resolved(dir);
+                    if dir.starts_with(&root) {
+                        return Err(inside_root(what, &dir, root_what, &root, "what it holds"));
+                    }
+                    if root.starts_with(&dir) {
+                        return Err(root_inside(root_what, &root, what, &dir, "what it holds"));
+                    }
+                }
             }
         }
     }
     Ok(())
+}
+
+/// Which directory the state directory was when the runtime opened it (device and inode), so
+/// a rename or deletion while it runs is noticed before anything more is written: history
+/// would go on in the moved directory while new artifacts landed under the old path.
+#[derive(Debug)]
+pub(crate) struct StateIdentity {
+    dir: PathBuf,
+    #[cfg(unix)]
+    id: (u64, u64),
+}
+
+impl StateIdentity {
+    /// The identity of `dir` now.
+    pub(crate) fn of(dir: &Path) -> Result<Self, RuntimeError> {
+        let metadata = std::fs::metadata(dir).map_err(|e| {
+            RuntimeError::new(
+                RuntimeErrorKind::Io,
+                format!("cannot read the state directory {}: {e}", dir.display()),
+            )
+        })?;
+        #[cfg(not(unix))]
+        let _ = metadata;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            #[cfg(unix)]
+            id: {
+                use std::os::unix::fs::MetadataExt as _;
+                (metadata.dev(), metadata.ino())
+            },
+        })
+    }
+
+    /// Fails when the state directory is no longer the directory opened at start (moved,
+    /// deleted or replaced), naming it; nothing may be committed then.
+    pub(crate) fn check(&self) -> Result<(), RuntimeError> {
+        let gone = |how: &str| {
+            RuntimeError::new(
+                RuntimeErrorKind::Io,
+                format!(
+                    "the state directory {} was {how} while the runtime ran; stopping so that no history or artifact is written to the wrong place (move it back, or start again from where it is now)",
+                    self.dir.display()
+                ),
+            )
+        };
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            match std::fs::metadata(&self.dir) {
+                Ok(m) if (m.dev(), m.ino()) == self.id => Ok(()),
+                Ok(_) => Err(gone("replaced by another directory")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(gone("moved or deleted")),
+                Err(e) => Err(RuntimeError::new(
+                    RuntimeErrorKind::Io,
+                    format!(
+                        "cannot read the state directory {}: {e}",
+                        self.dir.display()
+                    ),
+                )),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if self.dir.is_dir() {
+                Ok(())
+            } else {
+                Err(gone("moved or deleted"))
+            }
+        }
+    }
 }
 
 /// The exclusive lock on a state directory; dropping it (closing the file) releases it.

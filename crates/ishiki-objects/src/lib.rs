@@ -47,6 +47,7 @@ pub use assets::ObjectAssetStore;
 pub struct Objects {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
+    dir: Option<std::path::PathBuf>,
 }
 
 impl Objects {
@@ -118,12 +119,26 @@ impl Objects {
                 format!("cannot open the object directory {}: {e}", dir.display()),
             )
         })?;
-        Ok(Self::from_store(Arc::new(store), Path::default()))
+        Ok(Self {
+            dir: Some(dir.to_path_buf()),
+            ..Self::from_store(Arc::new(store), Path::default())
+        })
     }
 
     /// Any object store, with keys under `prefix`.
     pub fn from_store(store: Arc<dyn ObjectStore>, prefix: Path) -> Self {
-        Self { store, prefix }
+        Self {
+            store,
+            prefix,
+            dir: None,
+        }
+    }
+
+    /// The host directory a `file://` location keeps its objects in (`None` for a remote
+    /// store): an embedder declares it to the runtime as a store location, so no root the
+    /// model can reach lies inside it or around it.
+    pub fn local_dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_deref()
     }
 
     /// The underlying object store.

@@ -68,6 +68,21 @@ pub fn config_from(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Co
     Ok(config)
 }
 
+/// The Unix socket directories `config` connects through (`host=/run/postgresql`, a
+/// percent-encoded path as the host, or a `PGHOST` path): an embedder declares them to the
+/// runtime as store locations, so the model cannot plant or replace a socket through a root.
+pub fn socket_dirs(config: &Config) -> Vec<std::path::PathBuf> {
+    config
+        .get_hosts()
+        .iter()
+        .filter_map(|host| match host {
+            #[cfg(unix)]
+            postgres::config::Host::Unix(path) => Some(path.clone()),
+            postgres::config::Host::Tcp(_) => None,
+        })
+        .collect()
+}
+
 pub(crate) fn check_conversation(conversation: &str) -> Result<(), StoreError> {
     let why = if conversation.is_empty() {
         "is empty"
@@ -82,4 +97,34 @@ pub(crate) fn check_conversation(conversation: &str) -> Result<(), StoreError> {
         StoreErrorKind::Database,
         format!("the conversation id {why}"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_dirs_come_from_the_url_and_from_pghost() {
+        let none = |_: &str| None;
+        let config = config_from("host=/run/pg,db.example port=5432 user=u", &none)
+            .expect("a connection string");
+        assert_eq!(
+            socket_dirs(&config),
+            vec![std::path::PathBuf::from("/run/pg")]
+        );
+        let config = config_from("postgresql://u@%2Fvar%2Frun%2Fpostgresql/db", &none)
+            .expect("a URL with a socket host");
+        assert_eq!(
+            socket_dirs(&config),
+            vec![std::path::PathBuf::from("/var/run/postgresql")]
+        );
+        let env = |name: &str| (name == "PGHOST").then(|| "/tmp/sock".to_owned());
+        let config = config_from("postgresql://u@/db", &env).expect("PGHOST fills the host");
+        assert_eq!(
+            socket_dirs(&config),
+            vec![std::path::PathBuf::from("/tmp/sock")]
+        );
+        let config = config_from("postgresql://u@localhost/db", &none).expect("a TCP host");
+        assert!(socket_dirs(&config).is_empty());
+    }
 }

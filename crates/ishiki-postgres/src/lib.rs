@@ -61,7 +61,7 @@ mod schema;
 pub mod testing;
 
 use config::check_conversation;
-pub use config::config_from;
+pub use config::{config_from, socket_dirs};
 use lease::{acquire, default_holder};
 use schema::{MIGRATIONS, Statements, migrate, prepare};
 

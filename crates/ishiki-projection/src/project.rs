@@ -256,6 +256,7 @@ fn classify(record: &AttachmentRecord, kind: MediaKind, input: &ProjectionInput<
             return Outcome::Reason(Reason::NotDownloaded(reason));
         }
         Verdict::Rejected { reason } => return Outcome::Reason(Reason::Rejected(reason)),
+        Verdict::Deleted { reason } => return Outcome::Reason(Reason::Deleted(reason)),
     };
     // A limit the image can never meet is terminal even while the bytes are unreadable:
     // retrying would only repeat a wait that cannot end.

@@ -131,6 +131,12 @@ pub enum Verdict {
         /// Why it was not stored, for the model.
         reason: String,
     },
+    /// The stored media was deleted for good (an asset past its retention period): terminal,
+    /// stated once in the same words before and after a restart.
+    Deleted {
+        /// Why it is gone, for the model.
+        reason: String,
+    },
     /// The provider refused a request because of these bytes (an HTTP 400 about the image):
     /// terminal, stated once, so the next request can succeed.
     Rejected {

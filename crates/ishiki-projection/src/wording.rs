@@ -21,6 +21,8 @@ pub(crate) enum Reason {
     NotDownloaded(String),
     /// Terminal: the provider refused a request because of it.
     Rejected(String),
+    /// Terminal: the stored media was deleted (retention).
+    Deleted(String),
     /// Terminal: the image alone is over `maxImageBytes`.
     OverImageBytes,
     /// Terminal: the image alone is over `maxTotalImageBytes`.
@@ -111,6 +113,9 @@ pub(crate) fn reason_text(
         }
         Reason::NotDownloaded(why) => {
             format!("{head} not provided: the media was not downloaded ({why}).")
+        }
+        Reason::Deleted(why) => {
+            format!("{head} not provided: it was deleted when {why}, and cannot be shown again.")
         }
         Reason::Rejected(why) => format!(
             "{head} not provided: the provider refused the request that carried it ({why}).{}",
@@ -304,6 +309,14 @@ mod tests {
             (
                 "never downloaded",
                 Reason::NotDownloaded("the platform gave no bytes".into()),
+                big,
+                &plain,
+            ),
+            (
+                "deleted by retention",
+                Reason::Deleted(
+                    "its retention period (assets.cleanup.retentionDays: 30) ended".into(),
+                ),
                 big,
                 &plain,
             ),

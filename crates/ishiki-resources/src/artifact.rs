@@ -4,8 +4,11 @@
 //! from the same tool get the same URL. Files are written to a temporary file and then
 //! hard-linked into place: a link never replaces an existing file, so once an artifact exists
 //! its bytes never change, and concurrent writers of the same bytes leave one intact file.
+//! Temporary files a killed writer left are removed when a store opens, once they are older
+//! than any write takes.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 use url::Url;
@@ -38,6 +41,7 @@ impl DiskArtifactStore {
                 format!("cannot open the artifact store {}: {e}", root.display()),
             )
         })?;
+        remove_stale_temps(&root, SystemTime::now());
         Ok(Self { root })
     }
 
@@ -49,6 +53,42 @@ impl DiskArtifactStore {
     fn locate(&self, url: &Url) -> Result<PathBuf, ResourceError> {
         let (tool, name) = artifact_key(url)?;
         Ok(self.root.join(tool).join(name))
+    }
+}
+
+/// A write finishes in far less than this; a temporary file older than it was left by a writer
+/// that was killed (SIGKILL, power loss), not one that is still writing to a shared store.
+pub(crate) const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// Removes the temporary files killed writers left in the tool directories under `root`
+/// (`<root>/<tool>/.ishiki-tmp-*` older than [`STALE_TEMP`]); best effort, at open.
+fn remove_stale_temps(root: &Path, now: SystemTime) {
+    let Ok(tools) = std::fs::read_dir(root) else {
+        return;
+    };
+    for tool in tools.flatten() {
+        if !tool.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(files) = std::fs::read_dir(tool.path()) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let name = file.file_name();
+            if !name
+                .to_str()
+                .is_some_and(|n| n.starts_with(crate::TEMP_PREFIX))
+            {
+                continue;
+            }
+            let stale = file
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE_TEMP));
+            if stale {
+                let _ = std::fs::remove_file(file.path());
+            }
+        }
     }
 }
 
@@ -118,7 +158,22 @@ impl ArtifactStore for DiskArtifactStore {
         let created = if path.exists() {
             false
         } else {
-            std::fs::create_dir_all(&dir).map_err(|e| io_error(&url, &e))?;
+            // Only the tool's directory is created, never the root: a store whose directory was
+            // moved or deleted (with the state directory) fails instead of writing a new tree
+            // under the old path.
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(ResourceError::new(
+                        ResourceErrorKind::Io,
+                        format!(
+                            "cannot store `{url}`: the artifact store's directory was moved or deleted while in use"
+                        ),
+                    ));
+                }
+                Err(e) => return Err(io_error(&url, &e)),
+            }
             crate::link_new_file(&dir, &path, bytes).map_err(|e| io_error(&url, &e))?
         };
         // An existing file normally holds the same bytes (same hash prefix); a prefix collision

@@ -3,11 +3,22 @@
 //! A plain [`SchemeHandler`]: the body's magic bytes decide text or media (never the
 //! `Content-Type` alone); text comes back without a read source, since a web page is not a
 //! file that can be paged by offset later. Bodies are capped in size and requests in time.
+//!
+//! Where a request may go is an [`AddressPolicy`], asked for every address the client would
+//! connect to: after DNS resolution (a custom resolver drops the addresses it refuses) and for
+//! the IP literal of every URL, the first and each redirect hop. The default,
+//! [`PublicAddresses`], refuses loopback, private, link-local (cloud metadata at
+//! 169.254.169.254), shared, reserved and multicast ranges in every spelling the URL parser
+//! reads as one (`2130706433`, `0177.0.0.1`, `0x7f.1`, `127.1`, `[::ffff:127.0.0.1]`). A URL
+//! with user info is refused: credentials never come from a URL the model wrote.
 
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use url::Url;
+use url::{Host, Url};
 
 use crate::path_safety::show;
 use crate::{ReadResult, ResourceError, ResourceErrorKind, SchemeHandler, sniff};
@@ -20,8 +31,12 @@ pub struct HttpOptions {
     /// The whole request, body included, must finish within this (default 30 s).
     pub timeout: Duration,
     /// Whether to honour `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` from the environment (default
-    /// true).
+    /// false). A proxy resolves names itself, so with one the [`AddressPolicy`] sees only the
+    /// IP literals of URLs, not where a name leads.
     pub use_env_proxy: bool,
+    /// At most this many redirects are followed (default 5); each hop is checked like the
+    /// first URL.
+    pub max_redirects: usize,
 }
 
 impl Default for HttpOptions {
@@ -29,22 +44,205 @@ impl Default for HttpOptions {
         Self {
             max_bytes: 16 << 20,
             timeout: Duration::from_secs(30),
-            use_env_proxy: true,
+            use_env_proxy: false,
+            max_redirects: 5,
         }
     }
 }
 
+/// Decides which addresses an [`HttpScheme`] may connect to. `host` is the URL's host as
+/// parsed (a name, or an IP literal in its canonical form); `addr` one address it stands for.
+/// A closure `Fn(&str, IpAddr) -> bool` is a policy.
+pub trait AddressPolicy: Send + Sync {
+    /// Whether a request to `host` may connect to `addr`.
+    fn allows(&self, host: &str, addr: IpAddr) -> bool;
+}
+
+impl<F> AddressPolicy for F
+where
+    F: Fn(&str, IpAddr) -> bool + Send + Sync,
+{
+    fn allows(&self, host: &str, addr: IpAddr) -> bool {
+        self(host, addr)
+    }
+}
+
+/// The default policy: only publicly routable unicast addresses ([`is_public`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PublicAddresses;
+
+impl AddressPolicy for PublicAddresses {
+    fn allows(&self, _host: &str, addr: IpAddr) -> bool {
+        is_public(addr)
+    }
+}
+
+/// Whether `addr` is a publicly routable unicast address: not unspecified, loopback, private,
+/// link-local (where cloud metadata services answer), shared (100.64/10), IETF-reserved,
+/// documentation, benchmarking, multicast or broadcast; IPv6 forms that carry an IPv4 address
+/// (mapped, compatible, NAT64, 6to4) are judged by that address. An embedder's policy can
+/// start from this and allow a few more.
+pub fn is_public(addr: IpAddr) -> bool {
+    match addr {
+        IpAddr::V4(v4) => is_public_v4(v4),
+        IpAddr::V6(v6) => is_public_v6(v6),
+    }
+}
+
+fn is_public_v4(v4: Ipv4Addr) -> bool {
+    let [a, b, c, _] = v4.octets();
+    !(a == 0                                    // "this network", 0.0.0.0
+        || a == 10                              // private
+        || a == 127                             // loopback
+        || (a == 100 && (64..128).contains(&b)) // shared (carrier NAT; Alibaba's metadata)
+        || (a == 169 && b == 254)               // link-local, cloud metadata
+        || (a == 172 && (16..32).contains(&b))  // private
+        || (a == 192 && b == 0 && c == 0)       // IETF protocol assignments (Oracle metadata)
+        || (a == 192 && b == 0 && c == 2)       // documentation
+        || (a == 192 && b == 168)               // private
+        || (a == 198 && (b == 18 || b == 19))   // benchmarking
+        || (a == 198 && b == 51 && c == 100)    // documentation
+        || (a == 203 && b == 0 && c == 113)     // documentation
+        || a >= 224) // multicast, reserved, broadcast
+}
+
+fn is_public_v6(v6: Ipv6Addr) -> bool {
+    let s = v6.segments();
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return is_public_v4(v4);
+    }
+    // IPv4-compatible (::a.b.c.d, deprecated) and NAT64 (64:ff9b::/96) carry an IPv4 address.
+    if s[..6] == [0; 6] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        let [a, b] = s[6].to_be_bytes();
+        let [c, d] = s[7].to_be_bytes();
+        return is_public_v4(Ipv4Addr::new(a, b, c, d));
+    }
+    if s[0] == 0x2002 {
+        // 6to4: the IPv4 address follows the prefix.
+        let [a, b] = s[1].to_be_bytes();
+        let [c, d] = s[2].to_be_bytes();
+        return is_public_v4(Ipv4Addr::new(a, b, c, d));
+    }
+    !((s[0] & 0xfe00) == 0xfc00            // unique local (AWS metadata fd00:ec2::254)
+        || (s[0] & 0xffc0) == 0xfe80       // link-local
+        || (s[0] & 0xffc0) == 0xfec0       // site-local (deprecated)
+        || (s[0] & 0xff00) == 0xff00       // multicast
+        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+        || (s[0] == 0x2001 && s[1] == 0)) // Teredo
+}
+
+/// Why a destination was refused; found again in reqwest's error chain to give the error its
+/// kind.
+#[derive(Debug)]
+struct Refused(String);
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// The URL's host for the policy and its IP literal, if it is one.
+fn literal(url: &Url) -> Option<(String, IpAddr)> {
+    match url.host()? {
+        Host::Ipv4(v4) => Some((v4.to_string(), IpAddr::V4(v4))),
+        Host::Ipv6(v6) => Some((v6.to_string(), IpAddr::V6(v6))),
+        Host::Domain(_) => None,
+    }
+}
+
+/// `url` without user info, for messages (a password must not reach the model's context).
+fn without_userinfo(url: &Url) -> Url {
+    let mut bare = url.clone();
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    bare
+}
+
+/// What refuses `url` before a connection: a scheme other than http(s), user info, or an IP
+/// literal the policy refuses.
+fn check_url(url: &Url, policy: &dyn AddressPolicy) -> Result<(), Refused> {
+    let shown = show(without_userinfo(url).as_str());
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Refused(format!("`{shown}` is not an http or https URL")));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Refused(format!(
+            "`{shown}` carries user info (a name or password before `@`); credentials never come from a URL"
+        )));
+    }
+    if let Some((host, addr)) = literal(url)
+        && !policy.allows(&host, addr)
+    {
+        return Err(Refused(format!(
+            "`{shown}` goes to {addr}, an address the destination policy refuses (loopback, private, link-local and metadata addresses are refused by default)"
+        )));
+    }
+    Ok(())
+}
+
+/// Resolves names with the system resolver and keeps only the addresses the policy allows.
+struct PolicyResolver(Arc<dyn AddressPolicy>);
+
+impl reqwest::dns::Resolve for PolicyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let (allowed, refused): (Vec<SocketAddr>, Vec<SocketAddr>) = found
+                .into_iter()
+                .partition(|a| policy.allows(&host, a.ip()));
+            if allowed.is_empty() && !refused.is_empty() {
+                let list: Vec<String> = refused.iter().map(|a| a.ip().to_string()).collect();
+                return Err(Box::new(Refused(format!(
+                    "`{}` resolves only to addresses the destination policy refuses ({}; loopback, private, link-local and metadata addresses are refused by default)",
+                    show(&host),
+                    list.join(", ")
+                )))
+                    as Box<dyn std::error::Error + Send + Sync>);
+            }
+            let addrs: reqwest::dns::Addrs = Box::new(allowed.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
 /// Reads `http://` or `https://` URLs with a GET. Register one per scheme.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpScheme {
     scheme: &'static str,
     client: reqwest::Client,
     options: HttpOptions,
+    policy: Arc<dyn AddressPolicy>,
+}
+
+impl fmt::Debug for HttpScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpScheme")
+            .field("scheme", &self.scheme)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpScheme {
-    /// A handler for `scheme` (`"http"` or `"https"`).
+    /// A handler for `scheme` (`"http"` or `"https"`) that reaches public addresses only
+    /// ([`PublicAddresses`]).
     pub fn new(scheme: &str, options: HttpOptions) -> Result<Self, ResourceError> {
+        Self::with_policy(scheme, options, Arc::new(PublicAddresses))
+    }
+
+    /// A handler whose destinations `policy` decides, for every address after resolution and
+    /// every redirect hop.
+    pub fn with_policy(
+        scheme: &str,
+        options: HttpOptions,
+        policy: Arc<dyn AddressPolicy>,
+    ) -> Result<Self, ResourceError> {
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "http" => "http",
             "https" => "https",
@@ -58,7 +256,30 @@ impl HttpScheme {
                 ));
             }
         };
-        let mut builder = reqwest::Client::builder().timeout(options.timeout);
+        let hops = options.max_redirects;
+        let redirect_policy = policy.clone();
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > hops {
+                return attempt.error(Refused(format!("more than {hops} redirects")));
+            }
+            // An https request is never downgraded to http by a redirect.
+            let downgrade = attempt.url().scheme() == "http"
+                && attempt.previous().iter().any(|u| u.scheme() == "https");
+            if downgrade {
+                let shown = show(without_userinfo(attempt.url()).as_str());
+                return attempt.error(Refused(format!(
+                    "a redirect from https to `{shown}` (plain http) is not followed"
+                )));
+            }
+            match check_url(attempt.url(), redirect_policy.as_ref()) {
+                Ok(()) => attempt.follow(),
+                Err(refused) => attempt.error(Refused(format!("a redirect to {refused}"))),
+            }
+        });
+        let mut builder = reqwest::Client::builder()
+            .timeout(options.timeout)
+            .redirect(redirects)
+            .dns_resolver(Arc::new(PolicyResolver(policy.clone())));
         if !options.use_env_proxy {
             builder = builder.no_proxy();
         }
@@ -72,11 +293,21 @@ impl HttpScheme {
             scheme,
             client,
             options,
+            policy,
         })
     }
 
     async fn fetch(&self, url: &Url, shown: &str) -> Result<Vec<u8>, ResourceError> {
+        check_url(url, self.policy.as_ref())
+            .map_err(|r| ResourceError::new(ResourceErrorKind::NotAllowed, r.0))?;
         let failed = |e: reqwest::Error| {
+            let mut cause = std::error::Error::source(&e);
+            while let Some(inner) = cause {
+                if let Some(refused) = inner.downcast_ref::<Refused>() {
+                    return ResourceError::new(ResourceErrorKind::NotAllowed, refused.0.clone());
+                }
+                cause = inner.source();
+            }
             if e.is_timeout() {
                 ResourceError::new(
                     ResourceErrorKind::Io,
@@ -147,7 +378,7 @@ impl SchemeHandler for HttpScheme {
     async fn read(&self, url: &Url) -> Result<ReadResult, ResourceError> {
         let mut bare = url.clone();
         bare.set_fragment(None);
-        let shown = show(bare.as_str());
+        let shown = show(without_userinfo(&bare).as_str());
         let body = self.fetch(&bare, &shown).await?;
         let info = sniff(&body);
         if info.media_type.starts_with("text/") {

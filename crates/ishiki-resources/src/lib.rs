@@ -103,7 +103,9 @@
 //! # Crate features
 //!
 //! - `http` (off by default): `HttpScheme`, a handler for `http://` and `https://` with a
-//!   size limit and a timeout (reqwest with rustls).
+//!   size limit, a timeout and a destination policy (`AddressPolicy`, public addresses only
+//!   by default, checked after DNS resolution and for every redirect hop; reqwest with
+//!   rustls).
 
 mod artifact;
 mod asset;
@@ -141,7 +143,7 @@ pub use error::{ResourceError, ResourceErrorKind};
 #[cfg(feature = "center")]
 pub use handler::{FileScheme, ReadLimit, SchemeHandler};
 #[cfg(feature = "http")]
-pub use http::{HttpOptions, HttpScheme};
+pub use http::{AddressPolicy, HttpOptions, HttpScheme, PublicAddresses, is_public};
 #[cfg(feature = "center")]
 pub use local::LocalScheme;
 #[cfg(feature = "image")]

@@ -345,6 +345,55 @@ fn chat_keeps_history_in_postgres_with_store() {
     assert!(!dir.path().join("state-b/history.sqlite").exists());
 }
 
+/// Issue 24: after a crash on another machine (or the database's, mid-step) the conversation's
+/// lease blocked chat until it expired and the error said "take it over" with no way to.
+/// `--take-over` does, and the error names it.
+#[test]
+fn chat_takes_a_held_conversation_over_with_take_over() {
+    let (base, _seen) = replay(vec![
+        r#"{"id":"r1","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"mine now"}}]}"#.to_owned(),
+    ]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    write_config(dir.path(), &base);
+    let cluster = ishiki_postgres::testing::TestCluster::shared()
+        .unwrap_or_else(|e| panic!("the PostgreSQL test cluster starts: {e}"));
+    let db = cluster.create_database().expect("a test database");
+    let url = format!(
+        "postgres:///{db}?host={}&port={}&user={}",
+        cluster.socket_dir().display(),
+        ishiki_postgres::testing::PORT,
+        ishiki_postgres::testing::SUPERUSER
+    );
+    // A runtime on another machine holds the conversation.
+    let _holder = ishiki_postgres::PostgresStore::connect(
+        &url,
+        "held",
+        &ishiki_postgres::PostgresOptions {
+            holder: "process 1 on another-machine".to_owned(),
+            ..ishiki_postgres::PostgresOptions::default()
+        },
+    )
+    .expect("the other runtime holds the lease");
+    let store = ["--store", url.as_str(), "--conversation", "held"];
+    let refused = chat_process(dir.path(), "state-a", &store, &[], "hello\n");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("(process 1 on another-machine, lease until ")
+            && stderr.contains("`ishiki chat --take-over`"),
+        "{stderr}"
+    );
+    let mut take_over = store.to_vec();
+    take_over.push("--take-over");
+    let taken = chat_process(dir.path(), "state-b", &take_over, &[], "hello\n");
+    assert!(
+        taken.status.success(),
+        "{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    assert!(String::from_utf8_lossy(&taken.stdout).contains("assistant: mine now"));
+}
+
 #[test]
 fn chat_refuses_a_store_it_does_not_know() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -401,6 +450,52 @@ fn chat_refuses_a_state_dir_inside_the_workspace() {
         )
     );
     assert!(!workspace.join(".ishiki").exists(), "nothing was created");
+}
+
+/// SEC-2: `--objects file://…` inside the workspace let the model read the artifact store
+/// through `workspace://` and change the bytes behind an `artifact://` URL; every store
+/// location is checked against every root, like the state directory.
+#[test]
+fn chat_refuses_an_object_store_inside_the_workspace() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).expect("workspace");
+    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
+    std::fs::write(
+        dir.path().join("models.yaml"),
+        "models:\n  main: { input: [text], provider: openai, baseUrl: \"http://127.0.0.1:9/v1\", model: test-model }\n",
+    )
+    .expect("models");
+    let objects = workspace.join("objects");
+    let output = Command::new(env!("CARGO_BIN_EXE_ishiki"))
+        .arg("chat")
+        .arg("--profile")
+        .arg(dir.path().join("profile.yaml"))
+        .arg("--models")
+        .arg(dir.path().join("models.yaml"))
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--objects")
+        .arg(format!("file://{}", objects.display()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("ishiki chat runs");
+    let canonical = std::fs::canonicalize(dir.path()).expect("a canonical path");
+    let stderr =
+        String::from_utf8_lossy(&output.stderr).replace(&canonical.display().to_string(), "[tmp]");
+    assert_eq!(
+        (output.status.code(), stderr.as_str()),
+        (
+            Some(1),
+            "ishiki: the object store (--objects) [tmp]/ws/objects is inside the workspace root [tmp]/ws, where the model could read and change what it holds; keep the object store (--objects) outside every workspace and local root\n"
+        )
+    );
+    assert!(
+        !dir.path().join("state").exists(),
+        "the state directory was not created"
+    );
 }
 
 /// A model that thinks adaptively and binds its thinking (Claude Opus 5.5): chat turns thinking

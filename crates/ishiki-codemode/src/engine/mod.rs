@@ -76,12 +76,15 @@ pub(crate) struct Reply {
     pub(crate) result: Result<Value, String>,
 }
 
-/// A program's successful end: its return value as JSON text, and how many of its tool calls
-/// were never sent because it returned without waiting for them.
+/// A program's successful end: its return value as JSON text, how many of its tool calls were
+/// never sent because it returned without waiting for them, and how many were sent but their
+/// replies never read (the engine's count, which depends on the program alone, not on when the
+/// host's tools finished).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Finished {
     pub(crate) json: String,
     pub(crate) unsent: usize,
+    pub(crate) unanswered: usize,
 }
 
 /// A tool call made but not sent yet.
@@ -419,8 +422,12 @@ impl Engine {
             match promise.state() {
                 PromiseState::Fulfilled(value) => {
                     let json = self.result_json(&value)?;
-                    let unsent = self.session.borrow().queued.len();
-                    return Ok(Finished { json, unsent });
+                    let session = self.session.borrow();
+                    return Ok(Finished {
+                        json,
+                        unsent: session.queued.len(),
+                        unanswered: session.in_flight,
+                    });
                 }
                 PromiseState::Rejected(value) => {
                     let described = describe_uncaught(&value, &mut self.context);

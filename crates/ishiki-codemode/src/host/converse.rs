@@ -15,16 +15,27 @@ pub(super) fn describe_timeout(timeout: Duration) -> String {
 pub(super) type CallFuture =
     Pin<Box<dyn Future<Output = Result<ToolResult, CodemodeError>> + Send>>;
 
+/// What one call's future gave: its result, or `Err(())` when its tool panicked.
+type Settled = Result<Result<ToolResult, CodemodeError>, ()>;
+
 /// Tool calls in flight (at most [`MAX_CALLS_IN_FLIGHT`]: the engine sends no more), polled
 /// inside the conversation's own task: no spawn, no hop between threads on the way back.
+///
+/// All of them run at once, but they are answered in call order (ids rise in call order): a
+/// call that finishes early waits for the calls before it. The engine reads one reply each
+/// time its program waits, so the order of replies is all that could make two runs differ;
+/// fixed, `Promise.race` between two tool calls and what a program saw before it returned
+/// depend on the program alone, never on which tool the host finished first (issue 24).
 #[derive(Default)]
 pub(super) struct Calls {
-    pub(super) running: Vec<(u64, String, CallFuture)>,
+    /// In call order; a finished call keeps its place until the calls before it are answered.
+    pub(super) running: Vec<(u64, String, Option<CallFuture>, Option<Settled>)>,
 }
 
 impl Calls {
     pub(super) fn push(&mut self, id: u64, name: String, future: CallFuture) {
-        self.running.push((id, name, future));
+        let at = self.running.partition_point(|(other, ..)| *other < id);
+        self.running.insert(at, (id, name, Some(future), None));
     }
 
     pub(super) fn len(&self) -> usize {
@@ -35,13 +46,12 @@ impl Calls {
         self.running.is_empty()
     }
 
-    /// The next finished call; `Err(())` when its tool panicked.
-    pub(super) async fn next(
-        &mut self,
-    ) -> (u64, String, Result<Result<ToolResult, CodemodeError>, ()>) {
+    /// The first call in call order, once it has finished; every running call is polled
+    /// meanwhile. `Err(())` when its tool panicked.
+    pub(super) async fn next(&mut self) -> (u64, String, Settled) {
         std::future::poll_fn(|cx| {
-            for i in 0..self.running.len() {
-                let future = &mut self.running[i].2;
+            for (_, _, slot, settled) in &mut self.running {
+                let Some(future) = slot else { continue };
                 let polled =
                     std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
                 let result = match polled {
@@ -49,8 +59,15 @@ impl Calls {
                     Ok(Poll::Ready(result)) => Ok(result),
                     Err(_) => Err(()),
                 };
-                let (id, name, _) = self.running.swap_remove(i);
-                return Poll::Ready((id, name, result));
+                // Dropped as soon as it is done, like a finished task.
+                *slot = None;
+                *settled = Some(result);
+            }
+            if self.running.first().is_some_and(|(.., s)| s.is_some()) {
+                let (id, name, _, settled) = self.running.remove(0);
+                if let Some(result) = settled {
+                    return Poll::Ready((id, name, result));
+                }
             }
             Poll::Pending
         })
@@ -120,8 +137,9 @@ pub(super) async fn converse<P: Peer>(
                         console.push(line);
                     }
                 }
-                Event::Message(ToHost::Done { value, unsent }) => {
-                    break split_attachments(value).map(|(value, attachments)| (value, attachments, unsent));
+                Event::Message(ToHost::Done { value, unsent, unanswered }) => {
+                    break split_attachments(value)
+                        .map(|(value, attachments)| (value, attachments, unsent, unanswered));
                 }
                 Event::Message(ToHost::Failed { kind, message }) => {
                     break Err(CodemodeError::new(kind, message));
@@ -137,7 +155,7 @@ pub(super) async fn converse<P: Peer>(
         }
     };
     peer.stop();
-    let (value, attachments, unsent) = match result {
+    let (value, attachments, unsent, unanswered) = match result {
         Ok(done) => done,
         Err(error) => return Err(error.with_console(console)),
     };
@@ -152,7 +170,9 @@ pub(super) async fn converse<P: Peer>(
             if unsent == 1 { "it" } else { "they" },
         ));
     }
-    let running = calls.len();
+    // The engine's count of calls whose replies the program never read: the same every run.
+    // The host's own count (calls it had not answered yet) would depend on tool timing.
+    let running = unanswered.max(calls.len());
     if running > 0 {
         let finished = tokio::time::timeout_at(deadline, async {
             while !calls.is_empty() {

@@ -205,7 +205,7 @@ impl ThreadPeer {
                 });
                 let message = match result.and_then(|finished| {
                     serde_json::from_str::<Value>(&finished.json)
-                        .map(|value| (value, finished.unsent))
+                        .map(|value| (value, finished.unsent, finished.unanswered))
                         .map_err(|e| {
                             CodemodeError::new(
                                 CodemodeErrorKind::Worker,
@@ -213,7 +213,11 @@ impl ThreadPeer {
                             )
                         })
                 }) {
-                    Ok((value, unsent)) => ToHost::Done { value, unsent },
+                    Ok((value, unsent, unanswered)) => ToHost::Done {
+                        value,
+                        unsent,
+                        unanswered,
+                    },
                     Err(error) => ToHost::Failed {
                         kind: error.kind(),
                         message: error.message().to_owned(),

@@ -270,3 +270,187 @@ async fn workers_report_their_confinement() {
         "ok 1"
     );
 }
+
+/// A tool that answers after the delay the test set for it, so one run can make `a` the
+/// fastest and the next one `b`.
+#[derive(Debug)]
+struct Delayed {
+    name: &'static str,
+    delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    schema: serde_json::Value,
+}
+
+#[async_trait::async_trait]
+impl CallableTool for Delayed {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn input_schema(&self) -> &serde_json::Value {
+        &self.schema
+    }
+    async fn call(
+        &self,
+        _input: serde_json::Value,
+    ) -> Result<serde_json::Value, ishiki_codemode::ToolFailure> {
+        let ms = self.delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        Ok(json!(self.name))
+    }
+}
+
+/// Issue 24: ten identical runs gave different transcripts, because `Promise.race` between two
+/// tool calls and the count of unawaited calls "finished after it returned" followed the
+/// host's timing. Calls are answered in call order, so with the tools' speeds swapped from run
+/// to run every run returns the same value and prints the same console lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_program_gives_the_same_outcome_whichever_tool_the_host_finishes_first() {
+    let code = r#"
+        const first = await Promise.race([tools.a({}), tools.b({})]);
+        tools.a({});
+        tools.b({});
+        const last = await tools.c({});
+        console.log('raced', first, 'then', last);
+        return [first, last];
+    "#;
+    for sandbox in [sandbox(limits()), super::support::in_process(limits())] {
+        let delays: Vec<Arc<std::sync::atomic::AtomicU64>> = (0..3)
+            .map(|_| Arc::new(std::sync::atomic::AtomicU64::new(0)))
+            .collect();
+        let tools: Vec<Arc<dyn CallableTool>> = ["a", "b", "c"]
+            .into_iter()
+            .zip(&delays)
+            .map(|(name, delay)| {
+                Arc::new(Delayed {
+                    name,
+                    delay_ms: delay.clone(),
+                    schema: json!({ "type": "object" }),
+                }) as Arc<dyn CallableTool>
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for run in 0..10u64 {
+            // Odd runs: `a` is slow; even runs: `b` and the unawaited ones are slow.
+            let (a, b, c) = if run % 2 == 1 { (40, 0, 0) } else { (0, 40, 0) };
+            for (delay, ms) in delays.iter().zip([a, b, c]) {
+                delay.store(ms, std::sync::atomic::Ordering::SeqCst);
+            }
+            let result = sandbox
+                .run(code, tools.clone())
+                .await
+                .expect("the program returns");
+            outcomes.push((result.value, result.console));
+        }
+        let first = outcomes[0].clone();
+        for (run, outcome) in outcomes.iter().enumerate() {
+            assert_eq!(outcome, &first, "run {run} differs from run 0");
+        }
+        assert_eq!(
+            first.0,
+            json!(["a", "c"]),
+            "the race goes to the first call"
+        );
+    }
+}
+
+const ORPHAN_CHILD: &str = "ISHIKI_TEST_ORPHAN_HOST";
+
+/// The host of the test below: runs an endless program in a worker and never returns.
+#[tokio::test]
+async fn orphaned_worker_host_child() {
+    if std::env::var_os(ORPHAN_CHILD).is_none() {
+        return;
+    }
+    let sandbox = sandbox(ishiki_codemode::Limits {
+        timeout: std::time::Duration::from_secs(60),
+        instruction_budget: u64::MAX,
+        loop_iteration_limit: u64::MAX,
+        ..limits()
+    });
+    println!("host ready");
+    let _ = sandbox.run("while (true) {}", vec![]).await;
+}
+
+/// The processes whose parent is `parent`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces, so read after the last `)`.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Issue 24: a host killed by a signal left its worker running a busy program for seconds
+/// (until its CPU limit). The worker notices it was orphaned and ends within a fraction of a
+/// second.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_worker_whose_host_was_killed_ends_at_once() {
+    use std::io::BufRead as _;
+    let mut host = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "suite::boundary::orphaned_worker_host_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ORPHAN_CHILD, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the host starts");
+    let mut lines = std::io::BufReader::new(host.stdout.take().expect("stdout")).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.contains("host ready")),
+        "the host never got ready"
+    );
+    // The worker is the host's child once the program runs.
+    let started = std::time::Instant::now();
+    let workers = loop {
+        let workers = children_of(host.id());
+        if !workers.is_empty() || started.elapsed() > std::time::Duration::from_secs(20) {
+            break workers;
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(20));
+    };
+    assert!(!workers.is_empty(), "no worker process");
+    // Let the program get busy, then kill the host without any cleanup.
+    std::thread::park_timeout(std::time::Duration::from_millis(300));
+    host.kill().expect("SIGKILL the host");
+    host.wait().expect("the host is reaped");
+    let killed = std::time::Instant::now();
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    while workers.iter().any(|&pid| alive(pid)) {
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(1),
+            "the orphaned worker still runs {} ms after its host was killed",
+            killed.elapsed().as_millis()
+        );
+        std::thread::park_timeout(std::time::Duration::from_millis(10));
+    }
+}

@@ -209,9 +209,7 @@ impl Runtime {
         batch
             .meta
             .push(("pending_calls".to_owned(), to_json(&planned)?));
-        self.store_mut()
-            .commit(&batch)
-            .map_err(|e| RuntimeError::store("cannot store the response", &e))?;
+        self.commit_batch(&batch, "cannot store the response")?;
         self.step = step;
         self.delivery = delivery;
         self.announced = prepared.announced;

@@ -43,9 +43,7 @@ impl Runtime {
             announced: self.announced.clone(),
         })?);
         batch.meta.push(("pending_calls".to_owned(), json!([])));
-        self.store_mut()
-            .commit(&batch)
-            .map_err(|e| RuntimeError::store("cannot store the tool results", &e))?;
+        self.commit_batch(&batch, "cannot store the tool results")?;
         self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);
         Ok(reports)

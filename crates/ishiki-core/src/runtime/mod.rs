@@ -20,7 +20,7 @@ use ishiki_projection::{
 };
 use ishiki_resources::{
     ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore, FileScheme,
-    LocalScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
+    LocalScheme, ResourceCenter, ResourceError, ResourceErrorKind, SchemeHandler, WorkspaceScheme,
 };
 use ishiki_toolsearch::{Catalog, CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
@@ -47,11 +47,21 @@ mod commit;
 mod compact;
 mod error;
 mod execute;
+mod media;
 mod open;
 mod prepare;
 
 pub(crate) use error::err;
 pub use error::{RuntimeError, RuntimeErrorKind};
+
+/// Why persisted media could not be loaded for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum MediaFailure {
+    /// An asset the store no longer has: retention deleted it, for good (issue 24).
+    Deleted,
+    /// Anything else, retried in a later request (PRJ-10).
+    Unreadable(String),
+}
 
 /// Builds a [`Runtime`]: the assembled profile, a state directory, and what to plug in.
 #[derive(Debug)]
@@ -60,6 +70,7 @@ pub struct RuntimeBuilder {
     state_dir: PathBuf,
     workspace_root: Option<PathBuf>,
     local_roots: Vec<(String, PathBuf)>,
+    store_locations: Vec<(String, PathBuf)>,
     clock: Arc<dyn Clock>,
     platform: Arc<dyn Platform>,
     vision: Option<Arc<dyn VisionModel>>,
@@ -122,6 +133,16 @@ impl RuntimeBuilder {
     /// Adds a `local://` root; the name `""` is the default root (`local:///path`).
     pub fn local_root(mut self, name: impl Into<String>, dir: impl Into<PathBuf>) -> Self {
         self.local_roots.push((name.into(), dir.into()));
+        self
+    }
+
+    /// Declares a directory on this host where a store passed to the builder keeps its data
+    /// (an object store's `file://` directory, a database's Unix socket directory, a token
+    /// store); `what` names it in errors ("the object store"). Like the state directory, it
+    /// is refused at build when it lies inside the workspace or a `local://` root, or a root
+    /// lies inside it: the model must never read or change a store through a root (SEC-2).
+    pub fn store_location(mut self, what: impl Into<String>, dir: impl Into<PathBuf>) -> Self {
+        self.store_locations.push((what.into(), dir.into()));
         self
     }
 
@@ -194,6 +215,31 @@ impl RuntimeBuilder {
     pub fn assets(mut self, store: Arc<dyn AssetStore>) -> Self {
         self.assets = Some(store);
         self
+    }
+
+    fn workspace_dir(&self) -> PathBuf {
+        self.workspace_root
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("workspace"))
+    }
+
+    /// Checks every store location (the state directory and each
+    /// [`store_location`](Self::store_location)) against every root the model can reach (the
+    /// workspace and each `local://` root), as [`build`](Self::build) does first. An embedder
+    /// calls it before connecting to a store it declared, so nothing is contacted or created
+    /// for a refused configuration.
+    pub fn check_store_locations(&self) -> Result<(), RuntimeError> {
+        let mut roots = vec![("the workspace root".to_owned(), self.workspace_dir())];
+        for (name, root) in &self.local_roots {
+            roots.push((format!("the local root `{name}`"), root.clone()));
+        }
+        let mut stores = vec![state_dir::StoreLocation::State(self.state_dir.clone())];
+        stores.extend(
+            self.store_locations
+                .iter()
+                .map(|(what, dir)| state_dir::StoreLocation::Other(what.clone(), dir.clone())),
+        );
+        state_dir::check_stores(&stores, &roots)
     }
 
     /// Opens the state directory and restores the runtime from it.
@@ -390,7 +436,9 @@ pub struct Runtime {
     /// The archives this conversation made: the only ones its `artifact:` scheme reads back
     /// of the context engine's kinds (`crate::archives`).
     own_archives: Arc<crate::archives::OwnArchives>,
-    media_cache: Mutex<HashMap<String, Result<Option<String>, String>>>,
+    media_cache: Mutex<HashMap<String, Result<Option<String>, MediaFailure>>>,
+    /// The state directory as opened; checked before every commit (issue 24).
+    state_identity: state_dir::StateIdentity,
     /// Held for the runtime's lifetime; the last field, so it is released after the store.
     _state_lock: state_dir::StateLock,
 }
@@ -404,6 +452,7 @@ impl Runtime {
             state_dir: state_dir.into(),
             workspace_root: None,
             local_roots: Vec::new(),
+            store_locations: Vec::new(),
             clock: Arc::new(SystemClock),
             platform: Arc::new(NullPlatform),
             vision: None,
@@ -422,6 +471,15 @@ impl Runtime {
             #[cfg(feature = "semantic")]
             semantic_model: None,
         }
+    }
+
+    /// Commits `batch`, after checking that the state directory is still the one opened (a
+    /// moved or deleted state directory stops the step with an error naming it).
+    fn commit_batch(&mut self, batch: &Batch, context: &str) -> Result<(), RuntimeError> {
+        self.state_identity.check()?;
+        self.store_mut()
+            .commit(batch)
+            .map_err(|e| RuntimeError::store(context, &e))
     }
 
     fn store_mut(&mut self) -> &mut dyn HistoryStore {

@@ -6,18 +6,12 @@ use super::*;
 impl Runtime {
     pub(super) fn open(b: RuntimeBuilder) -> Result<Self, RuntimeError> {
         let dir = &b.state_dir;
-        let workspace_root = b
-            .workspace_root
-            .clone()
-            .unwrap_or_else(|| dir.join("workspace"));
-        let mut roots = vec![("the workspace root".to_owned(), workspace_root.clone())];
-        for (name, root) in &b.local_roots {
-            roots.push((format!("the local root `{name}`"), root.clone()));
-        }
-        state_dir::check_roots(dir, &roots)?;
+        b.check_store_locations()?;
+        let workspace_root = b.workspace_dir();
         std::fs::create_dir_all(dir)
             .map_err(|e| err(RuntimeErrorKind::Io, "cannot create the state directory")(&e))?;
         let state_lock = state_dir::lock(dir)?;
+        let state_identity = state_dir::StateIdentity::of(dir)?;
         let evidence = state_dir::conversation_evidence(dir)?;
         let artifacts: Arc<dyn ArtifactStore> = match b.artifacts.clone() {
             Some(store) => store,
@@ -238,6 +232,7 @@ impl Runtime {
             fold_cache: Mutex::new(HashMap::new()),
             own_archives,
             media_cache: Mutex::new(HashMap::new()),
+            state_identity,
             _state_lock: state_lock,
         };
         runtime.answer_interrupted(interrupted)?;
@@ -270,9 +265,7 @@ impl Runtime {
         let mut batch = Batch::default();
         batch.messages.push(stored_message(&message)?);
         batch.meta.push(("pending_calls".to_owned(), json!([])));
-        self.store_mut()
-            .commit(&batch)
-            .map_err(|e| RuntimeError::store("cannot store the interrupted results", &e))?;
+        self.commit_batch(&batch, "cannot store the interrupted results")?;
         self.history.push(Entry::new(Arc::new(message), false));
         Ok(())
     }

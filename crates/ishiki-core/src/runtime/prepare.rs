@@ -65,9 +65,10 @@ impl Runtime {
             }
             // A replayed clock (a scenario run again on its own state) repeats ids: skip taken
             // ones rather than refuse the message.
+            // An id retention deleted is taken too: an old record names it (issue 24).
             let mut uuid = self.shared.clock.new_uuid_v7();
             for _ in 0..10_000 {
-                if self.shared.assets.meta(&uuid.to_string()).is_err() {
+                if !self.asset_id_used(&uuid) {
                     break;
                 }
                 uuid = self.shared.clock.new_uuid_v7();
@@ -105,9 +106,7 @@ impl Runtime {
                 .push(stored_record(&record, not_downloaded)?);
             new_records.push(record);
         }
-        self.store_mut()
-            .commit(&batch)
-            .map_err(|e| RuntimeError::store("cannot store the message", &e))?;
+        self.commit_batch(&batch, "cannot store the message")?;
         self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);
         Ok(inbound)
@@ -120,7 +119,7 @@ impl Runtime {
 
     /// Withdraws a platform message: it and its attachments leave the context (PRJ-7, PRJ-11).
     pub fn withdraw(&mut self, id: &str) -> Result<(), RuntimeError> {
-        let Some(entry) = self.history.iter_mut().find(|e| e.message.id == id) else {
+        let Some(index) = self.history.iter().position(|e| e.message.id == id) else {
             return Err(RuntimeError::new(
                 RuntimeErrorKind::Usage,
                 format!("no message `{id}` to withdraw"),
@@ -130,25 +129,31 @@ impl Runtime {
             withdrawn: vec![id.to_owned()],
             ..Batch::default()
         };
-        self.store
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .commit(&batch)
-            .map_err(|e| RuntimeError::store("cannot store the withdrawal", &e))?;
-        entry.withdrawn = true;
+        self.commit_batch(&batch, "cannot store the withdrawal")?;
+        self.history[index].withdrawn = true;
         Ok(())
     }
 
     /// Runs one asset-cleanup pass (RES-9); returns the deleted asset URLs.
     pub fn cleanup_assets(&self) -> Result<Vec<String>, RuntimeError> {
         let days = u64::from(self.shared.assembly.profile.assets.cleanup.retention_days);
-        self.shared
+        let deleted = self
+            .shared
             .assets
             .cleanup(
                 self.shared.clock.now(),
                 Duration::from_secs(days.saturating_mul(86_400)),
             )
-            .map_err(|e| err(RuntimeErrorKind::Io, "asset cleanup failed")(&e))
+            .map_err(|e| err(RuntimeErrorKind::Io, "asset cleanup failed")(&e))?;
+        // What the cache knew as readable is gone now, for good.
+        let mut cache = self
+            .media_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for url in &deleted {
+            cache.insert(url.clone(), Err(MediaFailure::Deleted));
+        }
+        Ok(deleted)
     }
 
     /// The ids of the user messages and tool results in the active context, borrowed from
@@ -180,77 +185,6 @@ impl Runtime {
             }
         }
         (messages, calls)
-    }
-
-    /// Reads a persisted media resource once and remembers what it found: the URLs are
-    /// immutable, so neither availability nor a decode check changes. Images that fit the
-    /// dimension limit are decoded once, so a valid header with garbage behind it is caught.
-    fn media_info(&self, url: &str, image_check: Option<u32>) -> Result<Option<String>, String> {
-        let mut cache = self
-            .media_cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(hit) = cache.get(url) {
-            return hit.clone();
-        }
-        let result = self.load_media(url).map(|bytes| {
-            image_check.and_then(|max| ishiki_resources::check_image(&bytes, max).err())
-        });
-        cache.insert(url.to_owned(), result.clone());
-        result
-    }
-
-    fn load_media(&self, url: &str) -> Result<Vec<u8>, String> {
-        if url.starts_with("artifact:") {
-            self.shared.artifacts.get(url).map_err(|e| e.to_string())
-        } else if url.starts_with("asset:") {
-            self.shared.assets.get(url).map_err(|e| e.to_string())
-        } else {
-            Err(format!("`{url}` is not a persisted resource"))
-        }
-    }
-
-    fn verdict(&self, record: &AttachmentRecord) -> Verdict {
-        if let Some(reason) = self.not_downloaded.get(&record.id) {
-            return Verdict::NotDownloaded {
-                reason: reason.clone(),
-            };
-        }
-        if let Some(reason) = self.rejected.get(&record.id) {
-            return Verdict::Rejected {
-                reason: reason.clone(),
-            };
-        }
-        if record.media_type.starts_with("image/") {
-            if !matches!(
-                record.media_type.as_str(),
-                "image/png" | "image/jpeg" | "image/gif" | "image/webp"
-            ) {
-                return Verdict::Unsupported {
-                    reason: format!("{} images are not supported", record.media_type),
-                };
-            }
-            if record.dimensions.is_none() {
-                return Verdict::Unsupported {
-                    reason: "the image is broken: its header cannot be read".to_owned(),
-                };
-            }
-        } else if !record.media_type.starts_with("audio/") {
-            return Verdict::Unsupported {
-                reason: format!("{} cannot be shown to the model", record.media_type),
-            };
-        }
-        let fits = record.dimensions.is_some_and(|(w, h)| {
-            let max = self.shared.assembly.profile.attachment.max_image_dimension;
-            w <= max && h <= max
-        });
-        let check = (record.media_type.starts_with("image/") && fits)
-            .then_some(self.shared.assembly.profile.attachment.max_image_dimension);
-        match self.media_info(&record.url, check) {
-            Ok(None) => Verdict::Available,
-            Ok(Some(broken)) => Verdict::Unsupported { reason: broken },
-            Err(reason) => Verdict::Unavailable { reason },
-        }
     }
 
     /// Projects the next request (PRJ-3): history, attachment messages after their sources,
@@ -635,28 +569,5 @@ impl Runtime {
         };
         cache.insert(entry.message.id.clone(), (count, shown.clone(), tokens));
         (shown, tokens)
-    }
-
-    fn media_part(&self, url: &str, media_type: &str) -> Part {
-        match self.load_media(url) {
-            Ok(bytes) => {
-                use base64::Engine as _;
-                let part = MediaPart {
-                    media_type: media_type.to_owned(),
-                    url: url.to_owned(),
-                    bytes: bytes.len() as u64,
-                    sha256: sha256_hex(&bytes),
-                    data: Some(base64::engine::general_purpose::STANDARD.encode(&bytes)),
-                };
-                if media_type.starts_with("audio/") {
-                    Part::Audio(part)
-                } else {
-                    Part::Image(part)
-                }
-            }
-            Err(reason) => Part::Text {
-                text: format!("[attachment {url} could not be read: {reason}]"),
-            },
-        }
     }
 }

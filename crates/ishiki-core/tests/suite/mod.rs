@@ -7,6 +7,7 @@ mod crash;
 mod errors;
 mod image_limits;
 mod limits;
+mod retention;
 mod runtime;
 mod scale;
 mod send_markup;

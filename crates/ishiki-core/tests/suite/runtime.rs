@@ -284,6 +284,30 @@ const NOTES: &str = "workspace:///home/workspace/notes.txt";
 // ---------------------------------------------------------------------------------------------
 // READ
 
+/// CM-9, issue 24: console output was dropped when a program failed, although it is what
+/// tells the model how far the program got.
+#[tokio::test]
+async fn cm9_a_failed_program_keeps_its_console_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rt = Runtime::builder(assembly("codemode: { enable: true }", "seeing"), dir.path())
+        .clock(clock_at(Duration::ZERO))
+        .codemode_worker(WorkerSpawn::InProcess)
+        .build()
+        .unwrap();
+    let program = "console.log('fetched 3 pages');\nconsole.log('parsing page 2');\nthrow new Error('page 2 is not JSON');";
+    let (_, reports) = step(
+        &mut rt,
+        calls(vec![call("p1", "codemode", json!({ "code": program }))]),
+    )
+    .await;
+    let failed = report(&reports, "p1");
+    assert!(failed.is_error, "{}", failed.text);
+    assert_eq!(
+        failed.text,
+        "uncaught Error: page 2 is not JSON (line 3, col 7)\n[console]\nfetched 3 pages\nparsing page 2"
+    );
+}
+
 #[tokio::test]
 async fn read1_program_gets_the_raw_result_and_a_direct_call_gets_pages_and_attachments() {
     let dir = tempfile::tempdir().unwrap();

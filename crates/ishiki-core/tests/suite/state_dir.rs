@@ -126,6 +126,102 @@ fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created(
         .expect("a state directory beside the roots");
 }
 
+#[test]
+fn sec2_every_declared_store_location_is_checked_against_every_root() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let ws = tmp.path().join("ws");
+    let docs = tmp.path().join("docs");
+    let objects = tmp.path().join("objects");
+    for dir in [&ws, &docs, &objects] {
+        std::fs::create_dir(dir).expect("a directory");
+    }
+    let state = tmp.path().join("state");
+    let mut report = Vec::new();
+    let mut refused = |name: &str, b: ishiki_core::RuntimeBuilder| {
+        let error = b.build().expect_err(name);
+        assert_eq!(error.kind(), RuntimeErrorKind::Config, "{name}");
+        report.push(format!(
+            "{name}:\n  {}",
+            redact(error.message(), tmp.path())
+        ));
+    };
+    refused(
+        "an object store inside the workspace",
+        builder(&state)
+            .workspace_root(&ws)
+            .store_location("the object store", ws.join("objects")),
+    );
+    refused(
+        "a socket directory inside a local root",
+        builder(&state)
+            .workspace_root(&ws)
+            .local_root("docs", &docs)
+            .store_location("the postgres socket directory", docs.join("run")),
+    );
+    refused(
+        "a workspace inside the object store",
+        builder(&state)
+            .workspace_root(objects.join("ws"))
+            .store_location("the object store", &objects),
+    );
+    refused(
+        "an object store equal to the workspace",
+        builder(&state)
+            .workspace_root(&ws)
+            .store_location("the object store", &ws),
+    );
+    with_snapshots(|| insta::assert_snapshot!("store_locations_refused", report.join("\n")));
+
+    builder(&state)
+        .workspace_root(&ws)
+        .local_root("docs", &docs)
+        .store_location("the object store", &objects)
+        .build()
+        .expect("an object store beside the roots");
+}
+
+/// Issue 24: renaming the state directory mid-run ended with exit 0 while history went on in
+/// the moved directory and artifacts were written under the old path. The next commit now
+/// fails with an error naming the directory, and nothing is recreated under the old path.
+#[tokio::test]
+async fn sec4_a_state_dir_moved_mid_run_stops_the_next_commit_with_an_error_naming_it() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().join("state");
+    let mut rt = open(&dir).expect("the runtime opens");
+    rt.add_user_message("u1", "hello", &[])
+        .expect("a message before the move");
+    let prepared = rt.prepare().expect("a request");
+    std::fs::rename(&dir, tmp.path().join("moved")).expect("the state directory moves");
+    let error = rt
+        .commit(prepared, ModelResponse::from_text("hi".to_owned()))
+        .expect_err("the commit after the move fails");
+    assert_eq!(error.kind(), RuntimeErrorKind::Io);
+    assert_eq!(
+        redact(error.message(), tmp.path()),
+        "the state directory [tmp]/state was moved or deleted while the runtime ran; stopping so that no history or artifact is written to the wrong place (move it back, or start again from where it is now)"
+    );
+    let error = rt
+        .add_user_message("u2", "again", &[png(4, 4, 1)])
+        .expect_err("and so does every later write");
+    assert_eq!(error.kind(), RuntimeErrorKind::Io);
+    assert!(!dir.exists(), "nothing was recreated under the old path");
+
+    // Deleted and recreated empty under the same name: another directory, refused too.
+    let dir = tmp.path().join("state2");
+    let mut rt = open(&dir).expect("the runtime opens");
+    std::fs::rename(&dir, tmp.path().join("moved2")).expect("moved");
+    std::fs::create_dir(&dir).expect("an empty directory in its place");
+    let error = rt
+        .add_user_message("u1", "hello", &[])
+        .expect_err("a replaced state directory is refused");
+    assert!(
+        error
+            .message()
+            .contains("was replaced by another directory"),
+        "{error}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The lock (SEC-4).
 

@@ -88,7 +88,7 @@ fn a_second_runtime_for_the_same_conversation_is_refused() {
     assert!(
         error
             .message()
-            .ends_with("); one writer per conversation: wait for it or take it over if it is gone"),
+            .ends_with("); one writer per conversation: wait for it, or once that runtime is gone take the lease over (WhenHeld::TakeOver; `ishiki chat --take-over`)"),
         "{error}"
     );
     // Waiting no time at all is refusing, with the wait said.
@@ -258,4 +258,40 @@ fn a_live_lease_taken_over_by_force_fences_the_old_holder() {
         .expect_err("the new holder still holds it");
     assert_eq!(error.kind(), StoreErrorKind::Lease);
     assert!(new.load().expect("loads").meta.is_empty());
+}
+
+/// Issue 24: after a crash mid-step the dead process's lease blocked the conversation for its
+/// whole time to live. A holder on this host whose process is gone is taken over at once.
+#[test]
+fn a_lease_whose_holder_process_is_gone_is_taken_over_at_once() {
+    let url = database();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .expect("a host name");
+    let mut child = std::process::Command::new("true")
+        .spawn()
+        .expect("a child process");
+    let dead = child.id();
+    child.wait().expect("it ends");
+    let crashed = PostgresOptions {
+        holder: format!("process {dead} on {host}"),
+        ..PostgresOptions::default()
+    };
+    // A store that is never dropped keeps its lease, as a killed process does.
+    std::mem::forget(store(&url, "crashed", &crashed));
+    let started = std::time::Instant::now();
+    let taken = PostgresStore::connect(&url, "crashed", &PostgresOptions::default())
+        .expect("the dead holder's lease is taken over");
+    assert!(taken.lease_token() > 0);
+    assert!(started.elapsed() < Duration::from_secs(10), "at once");
+
+    // A live holder is still refused, and the message says how to take over.
+    let _live = store(&url, "alive", &options(WhenHeld::Refuse));
+    let error = PostgresStore::connect(&url, "alive", &PostgresOptions::default())
+        .expect_err("a live holder keeps its lease");
+    assert_eq!(error.kind(), StoreErrorKind::Lease);
+    assert!(
+        error.message().contains("`ishiki chat --take-over`"),
+        "{error}"
+    );
 }

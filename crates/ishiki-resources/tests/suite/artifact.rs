@@ -144,3 +144,50 @@ fn an_artifact_write_failure_names_the_url_not_the_host_path() {
         error.message()
     );
 }
+
+/// A SIGKILL during a write leaves `.ishiki-tmp-*` beside the artifacts; the next open removes
+/// the ones older than any write takes, and leaves a fresh one (a live writer of a shared
+/// store) alone.
+#[test]
+fn a_store_removes_temporary_files_a_killed_writer_left_when_it_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DiskArtifactStore::open(dir.path()).unwrap();
+    store.put("codemode", b"kept", "txt").unwrap();
+    let old = dir.path().join("codemode/.ishiki-tmp-4242-0");
+    let fresh = dir.path().join("codemode/.ishiki-tmp-4242-1");
+    std::fs::write(&old, b"half a write").unwrap();
+    std::fs::write(&fresh, b"a write in progress").unwrap();
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(two_hours_ago)
+        .unwrap();
+    let reopened = DiskArtifactStore::open(dir.path()).unwrap();
+    assert!(!old.exists(), "the stale temporary file is removed");
+    assert!(fresh.exists(), "a fresh one may belong to a live writer");
+    let url = format!("artifact://codemode/{}", artifact_name(b"kept", "txt"));
+    assert_eq!(reopened.get(&url).unwrap(), b"kept");
+}
+
+/// The state directory moved away mid-run: the store must not recreate its directory under
+/// the old path and write there (the moved history's Continue anchors would not resolve).
+#[test]
+fn a_store_whose_directory_was_moved_refuses_to_write_under_the_old_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("state/artifacts");
+    let store = DiskArtifactStore::open(&root).unwrap();
+    store.put("codemode", b"before", "txt").unwrap();
+    std::fs::rename(dir.path().join("state"), dir.path().join("moved")).unwrap();
+    let err = store.put("outlet", b"after", "txt").unwrap_err();
+    assert_eq!(err.kind(), ResourceErrorKind::Io);
+    assert_eq!(
+        err.message(),
+        format!(
+            "cannot store `artifact://outlet/{}`: the artifact store's directory was moved or deleted while in use",
+            artifact_name(b"after", "txt")
+        )
+    );
+    assert!(!root.exists(), "nothing was created under the old path");
+}
