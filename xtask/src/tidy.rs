@@ -223,53 +223,57 @@ mod tests {
         ),
     ];
 
+    /// Each line of a manifest that is not a table header, trimmed, with the header of the
+    /// table it stands in (`""` before the first).
+    fn table_lines(manifest: &str) -> impl Iterator<Item = (&str, &str)> {
+        let mut section = "";
+        manifest.lines().map(str::trim).filter_map(move |line| {
+            if line.starts_with('[') {
+                section = line;
+                return None;
+            }
+            Some((section, line))
+        })
+    }
+
+    /// The name a dependency line starts with.
+    fn dependency_name(line: &str) -> &str {
+        line.split(['=', '.', ' ']).next().unwrap_or_default()
+    }
+
     /// The `ishiki-*` names in a manifest's normal and build dependency tables.
     fn internal_dependencies(manifest: &str) -> Vec<String> {
-        let mut section = String::new();
-        let mut found = Vec::new();
-        for line in manifest.lines().map(str::trim) {
-            if line.starts_with('[') {
-                section = line.to_owned();
-                continue;
-            }
-            let normal = section == "[dependencies]"
-                || section == "[build-dependencies]"
-                || (section.starts_with("[target.")
-                    && (section.ends_with(".dependencies]")
-                        || section.ends_with(".build-dependencies]")));
-            if let Some(name) = line.split(['=', '.', ' ']).next()
-                && normal
-                && name.starts_with("ishiki-")
-            {
-                found.push(name.to_owned());
-            }
-        }
-        found
+        table_lines(manifest)
+            .filter(|(section, _)| {
+                *section == "[dependencies]"
+                    || *section == "[build-dependencies]"
+                    || (section.starts_with("[target.")
+                        && (section.ends_with(".dependencies]")
+                            || section.ends_with(".build-dependencies]")))
+            })
+            .map(|(_, line)| dependency_name(line))
+            .filter(|name| name.starts_with("ishiki-"))
+            .map(str::to_owned)
+            .collect()
     }
 
     /// The names in a manifest's `[dependencies]` table (optional ones too).
     fn normal_dependencies(manifest: &str) -> Vec<String> {
-        let mut section = String::new();
-        let mut found = Vec::new();
-        for line in manifest.lines().map(str::trim) {
-            if line.starts_with('[') {
-                section = line.to_owned();
-                continue;
-            }
-            if section != "[dependencies]" || line.starts_with('#') || line.is_empty() {
-                continue;
-            }
-            let name = line.split(['=', '.', ' ']).next().unwrap_or_default();
-            let is_name = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        table_lines(manifest)
+            .filter(|(section, line)| {
+                *section == "[dependencies]" && !line.starts_with('#') && !line.is_empty()
+            })
             // Continuation lines of a multi-line feature list hold no `=`.
-            if is_name && line.contains('=') {
-                found.push(name.to_owned());
-            }
-        }
-        found
+            .filter(|(_, line)| line.contains('='))
+            .map(|(_, line)| dependency_name(line))
+            .filter(|name| {
+                !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            })
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Dependencies used without their name in the sources, with the reason.
