@@ -64,6 +64,28 @@ fn open(state: &std::path::Path, workspace: &std::path::Path) -> Runtime {
         .unwrap()
 }
 
+/// Steps the session `steps` times, a user turn after each answer without calls; returns how
+/// many steps ended with a native compaction in force.
+async fn survey(runtime: &mut Runtime, model: &HttpModel, steps: usize) -> usize {
+    let mut native = 0;
+    for step in 1..=steps {
+        let reports = runtime
+            .step_with(model)
+            .await
+            .unwrap_or_else(|e| panic!("step {step}: {e}"));
+        if reports.is_empty() {
+            runtime
+                .add_user_message(&format!("m{step}"), "Go on with the next districts.", &[])
+                .unwrap();
+        }
+        let compaction = runtime.context().compaction.as_ref();
+        if compaction.is_some_and(|c| c.native.is_some()) {
+            native += 1;
+        }
+    }
+    native
+}
+
 fn first_block(body: &Value) -> &Value {
     &body["messages"][0]["content"][0]
 }
@@ -105,37 +127,9 @@ async fn a_session_past_its_window_compacts_natively_and_sends_each_block_back_f
     })
     .unwrap();
 
-    let mut native_reports = 0;
     // The fake reports 10 input tokens a request: calibration takes the estimate to its floor
     // (a quarter), so the window fills four times slower than the text grows.
-    for step in 1..=120 {
-        let reports = runtime
-            .step_with(&model)
-            .await
-            .unwrap_or_else(|e| panic!("step {step}: {e}"));
-        if reports.is_empty() {
-            runtime
-                .add_user_message(&format!("m{step}"), "Go on with the next districts.", &[])
-                .unwrap();
-        }
-        if runtime
-            .context()
-            .compaction
-            .as_ref()
-            .is_some_and(|c| c.native.is_some())
-        {
-            native_reports += 1;
-        }
-        if std::env::var_os("ISHIKI_DEBUG_COMPACTION").is_some() {
-            let c = runtime.context();
-            eprintln!(
-                "step {step}: ratio {} folds {} compaction {:?}",
-                c.ratio_milli,
-                c.folds.len(),
-                c.compaction.as_ref().map(|c| (c.step, c.messages))
-            );
-        }
-    }
+    let native_reports = survey(&mut runtime, &model, 120).await;
 
     let log = log.lock().unwrap();
     assert_eq!(log.rejected, Vec::<String>::new());
@@ -217,17 +211,7 @@ async fn a_responses_session_compacts_with_the_compact_endpoint_and_sends_the_wi
         ..HttpConfig::new(Protocol::OpenAiResponses, &url, "gpt-5.6")
     })
     .unwrap();
-    for step in 1..=120 {
-        let reports = runtime
-            .step_with(&model)
-            .await
-            .unwrap_or_else(|e| panic!("step {step}: {e}"));
-        if reports.is_empty() {
-            runtime
-                .add_user_message(&format!("m{step}"), "Go on with the next districts.", &[])
-                .unwrap();
-        }
-    }
+    assert!(survey(&mut runtime, &model, 120).await > 0);
     let log = log.lock().unwrap();
     assert_eq!(log.rejected, Vec::<String>::new());
     assert!(
