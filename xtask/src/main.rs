@@ -1,8 +1,9 @@
 //! `cargo xtask`: the project's checks as one binary (matklad's cargo-xtask pattern).
 //!
-//! - `cargo xtask ci`: fmt check, clippy with `-D warnings`, docs with `-D warnings`, every
-//!   library crate checked alone (default features and none), packaging, every test with
-//!   `INSTA_UPDATE=no` (the tidy checks, layering and export snapshots are ordinary tests here).
+//! - `cargo xtask ci`: fmt check, docs with `-D warnings`, every library crate checked alone
+//!   (default features and none), packaging, every test with `INSTA_UPDATE=no` (the tidy
+//!   checks, layering and export snapshots are ordinary tests here), built with clippy's lints
+//!   at `-D warnings` (clippy-driver as the workspace's rustc, so one build lints and tests).
 //! - `cargo xtask test`: the tests only.
 //! - `cargo xtask bench`: every crate's bench binary in release mode, as one table.
 //! - `cargo xtask bench --scale [OPTIONS]`: many conversations per process and one long
@@ -38,7 +39,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
-        Some("test") => tools().and_then(|()| test()),
+        Some("test") => tools().and_then(|()| test(Lint::Off)),
         Some("tools") => tools(),
         Some("bench") if args.get(1).is_some_and(|a| a == "--scale") => scale::scale(&args[2..]),
         Some("bench") => bench(&args[1..]),
@@ -92,22 +93,6 @@ fn ci() -> Result<(), String> {
     let started = std::time::Instant::now();
     let installing = std::thread::spawn(move || (tools(), started.elapsed()));
     stages.run("fmt", || cargo(&["fmt", "--all", "--check"], &[]))?;
-    let features = guards::ci_features();
-    stages.run("clippy", || {
-        cargo(
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--features",
-                &features,
-                "--",
-                "-D",
-                "warnings",
-            ],
-            &[],
-        )
-    })?;
     stages.run("doc", || {
         cargo(
             &["doc", "--workspace", "--no-deps"],
@@ -126,7 +111,7 @@ fn ci() -> Result<(), String> {
         );
         installed
     })?;
-    stages.run("test", test)?;
+    stages.run("test, linted as it builds", || test(Lint::Deny))?;
     stages.run("mcp conformance", conformance::run_after_tests)?;
     eprintln!("{stages}");
     Ok(())
@@ -247,15 +232,70 @@ fn npm_tools() -> Result<(), String> {
     }
 }
 
-/// Every test of the workspace with every feature CI builds (`guards::ci_features`).
-fn test() -> Result<(), String> {
+/// Whether the test build runs clippy's lints as it compiles.
+#[derive(Clone, Copy, PartialEq)]
+enum Lint {
+    /// `cargo xtask ci`: every lint warning fails the build.
+    Deny,
+    /// `cargo xtask test`: a plain test build (shares its artifacts with `cargo test`).
+    Off,
+}
+
+/// Every unit, integration and doc test, with the CI features.
+///
+/// With [`Lint::Deny`], clippy lints the workspace's own crates *while* the test build compiles
+/// them: `clippy-driver` is rustc plus the lints, so it stands in for rustc on workspace
+/// members (`RUSTC_WORKSPACE_WRAPPER`, as `cargo clippy` itself does) and one build both lints
+/// and produces the test binaries. A separate `cargo clippy` compiled every crate a second time,
+/// in check mode, for about 450 s of a clean run. The first command builds every target
+/// (`--all-targets`: benches and examples are linted and compiled, not run); the second runs the
+/// tests with the same environment, so it finds every artifact fresh.
+fn test(lint: Lint) -> Result<(), String> {
     let features = guards::ci_features();
+    let driver;
+    let mut env = vec![("INSTA_UPDATE", "no")];
+    if lint == Lint::Deny {
+        driver = clippy_driver()?;
+        env.push(("RUSTC_WORKSPACE_WRAPPER", &driver));
+        // How `cargo clippy -- -D warnings` hands its arguments to the driver.
+        env.push((
+            "CLIPPY_ARGS",
+            "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
+        ));
+        cargo(
+            &[
+                "test",
+                "--workspace",
+                "--all-targets",
+                "--features",
+                &features,
+                "--no-run",
+            ],
+            &env,
+        )?;
+    }
     // Not `--all-targets`: that would run the bench binaries (harness = false) as tests.
-    // Unit, integration and doc tests all run; clippy above still compiles the benches.
-    cargo(
-        &["test", "--workspace", "--features", &features],
-        &[("INSTA_UPDATE", "no")],
-    )
+    cargo(&["test", "--workspace", "--features", &features], &env)
+}
+
+/// The `clippy-driver` of the toolchain that runs this build (beside its `rustc`).
+fn clippy_driver() -> Result<String, String> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let output = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("cannot run {rustc}: {e}"))?;
+    let sysroot = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let driver = std::path::Path::new(&sysroot)
+        .join("bin")
+        .join("clippy-driver");
+    if output.status.success() && driver.is_file() {
+        Ok(driver.to_string_lossy().into_owned())
+    } else {
+        Err(format!(
+            "no clippy-driver in the toolchain at `{sysroot}`: install it with `rustup component add clippy`"
+        ))
+    }
 }
 
 /// Every crate with a `benches/bench.rs` (harness = false) prints rows `BENCH\t<name>\t<value>\t<target>`;
