@@ -297,6 +297,43 @@ mod tests {
         );
     }
 
+    /// Issue 24: only the first lowercase `src=` of an `<img>` was checked and the rest went
+    /// to the platform verbatim. Every attribute that can fetch or run something is removed
+    /// and reported, and the tags that fetch through their own attributes are escaped.
+    #[test]
+    fn an_img_keeps_no_attribute_that_fetches_and_fetching_tags_are_escaped() {
+        let markup = parse(concat!(
+            "<img SRC=workspace:///a.png srcset=\"http://e/x 2x\" data-src=http://e/y ",
+            "onerror=alert(1) alt=ok>",
+            "<picture><source srcset=http://e/z></picture>",
+            "<svg><image href=http://e/w /></svg>",
+        ));
+        assert_eq!(
+            markup.pieces,
+            [
+                image("workspace:///a.png", " alt=\"ok\""),
+                Piece::Html(
+                    "&lt;picture&gt;&lt;source srcset=http://e/z&gt;&lt;/picture&gt;\
+                     &lt;svg&gt;&lt;image href=http://e/w /&gt;&lt;/svg&gt;"
+                        .to_owned()
+                ),
+            ]
+        );
+        let kept = "an <img> keeps only src, alt, title, width, height";
+        assert_eq!(
+            markup.removed,
+            [
+                format!("attribute `data-src` of <img> removed: {kept}"),
+                format!("attribute `onerror` of <img> removed: {kept}"),
+                format!("attribute `srcset` of <img> removed: {kept}"),
+                "<picture> escaped: only <img> and formatting tags are sent as markup".to_owned(),
+                "<source> escaped: only <img> and formatting tags are sent as markup".to_owned(),
+                "<svg> escaped: only <img> and formatting tags are sent as markup".to_owned(),
+                "<image> escaped: only <img> and formatting tags are sent as markup".to_owned(),
+            ]
+        );
+    }
+
     #[test]
     fn reports_are_capped_and_counted() {
         let message: String = (0..100).map(|k| format!("<x{k}>")).collect();

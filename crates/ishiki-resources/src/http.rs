@@ -183,6 +183,27 @@ fn check_url(url: &Url, policy: &dyn AddressPolicy) -> Result<(), Refused> {
     Ok(())
 }
 
+/// Whether a redirect from the `previous` URLs (the first request's first) to `next` is
+/// followed: at most `hops` of them, never from https down to plain http, and `next` checked
+/// like a first URL.
+fn redirect_hop(
+    previous: &[Url],
+    next: &Url,
+    hops: usize,
+    policy: &dyn AddressPolicy,
+) -> Result<(), Refused> {
+    if previous.len() > hops {
+        return Err(Refused(format!("more than {hops} redirects")));
+    }
+    if next.scheme() == "http" && previous.iter().any(|u| u.scheme() == "https") {
+        let shown = show(without_userinfo(next).as_str());
+        return Err(Refused(format!(
+            "a redirect from https to `{shown}` (plain http) is not followed"
+        )));
+    }
+    check_url(next, policy).map_err(|refused| Refused(format!("a redirect to {refused}")))
+}
+
 /// Resolves names with the system resolver and keeps only the addresses the policy allows.
 struct PolicyResolver(Arc<dyn AddressPolicy>);
 
@@ -259,21 +280,14 @@ impl HttpScheme {
         let hops = options.max_redirects;
         let redirect_policy = policy.clone();
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() > hops {
-                return attempt.error(Refused(format!("more than {hops} redirects")));
-            }
-            // An https request is never downgraded to http by a redirect.
-            let downgrade = attempt.url().scheme() == "http"
-                && attempt.previous().iter().any(|u| u.scheme() == "https");
-            if downgrade {
-                let shown = show(without_userinfo(attempt.url()).as_str());
-                return attempt.error(Refused(format!(
-                    "a redirect from https to `{shown}` (plain http) is not followed"
-                )));
-            }
-            match check_url(attempt.url(), redirect_policy.as_ref()) {
+            match redirect_hop(
+                attempt.previous(),
+                attempt.url(),
+                hops,
+                redirect_policy.as_ref(),
+            ) {
                 Ok(()) => attempt.follow(),
-                Err(refused) => attempt.error(Refused(format!("a redirect to {refused}"))),
+                Err(refused) => attempt.error(refused),
             }
         });
         let mut builder = reqwest::Client::builder()
@@ -397,5 +411,51 @@ impl SchemeHandler for HttpScheme {
             data: body,
             source: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(text: &str) -> Url {
+        Url::parse(text).expect("a URL")
+    }
+
+    /// Issue 24: an https read redirected to plain http would have been followed, sending the
+    /// request (and what it reveals) in clear text. It stops at that hop, whatever the policy.
+    #[test]
+    fn a_redirect_never_downgrades_https_to_plain_http() {
+        let allow_all = |_: &str, _: IpAddr| true;
+        let from_https = [url("https://example.com/a")];
+        let refused = redirect_hop(&from_https, &url("http://example.com/b"), 5, &allow_all)
+            .expect_err("https to http is refused");
+        assert_eq!(
+            refused.to_string(),
+            "a redirect from https to `http://example.com/b` (plain http) is not followed"
+        );
+        // Even after an https hop to another https URL, and with user info left out.
+        let chain = [url("https://example.com/a"), url("https://example.org/b")];
+        let refused = redirect_hop(&chain, &url("http://u:pw@example.net/c"), 5, &allow_all)
+            .expect_err("a downgrade later in the chain");
+        assert!(!refused.to_string().contains("pw"), "{refused}");
+        // Up is fine, and so are http to http and https to https.
+        for (from, to) in [
+            ("http://example.com/a", "https://example.com/b"),
+            ("http://example.com/a", "http://example.org/b"),
+            ("https://example.com/a", "https://example.org/b"),
+        ] {
+            redirect_hop(&[url(from)], &url(to), 5, &allow_all)
+                .unwrap_or_else(|e| panic!("{from} -> {to}: {e}"));
+        }
+        let six: Vec<Url> = (0..6)
+            .map(|k| url(&format!("https://example.com/{k}")))
+            .collect();
+        assert_eq!(
+            redirect_hop(&six, &url("https://example.com/7"), 5, &allow_all)
+                .expect_err("past the hop limit")
+                .to_string(),
+            "more than 5 redirects"
+        );
     }
 }

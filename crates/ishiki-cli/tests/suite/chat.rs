@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -491,6 +492,65 @@ fn chat_refuses_an_object_store_inside_the_workspace() {
             Some(1),
             "ishiki: the object store (--objects) [tmp]/ws/objects is inside the workspace root [tmp]/ws, where the model could read and change what it holds; keep the object store (--objects) outside every workspace and local root\n"
         )
+    );
+    assert!(
+        !dir.path().join("state").exists(),
+        "the state directory was not created"
+    );
+}
+
+/// SEC-2: chat checked `--objects` and the state directory against the roots, but not the
+/// PostgreSQL socket directory a `--store` URL (or `PGHOST`) names: a workspace writer could
+/// plant a socket there and take the history. It is refused before any connection.
+#[test]
+fn chat_refuses_a_postgres_socket_directory_inside_the_workspace() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(workspace.join("run")).expect("workspace");
+    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
+    std::fs::write(
+        dir.path().join("models.yaml"),
+        "models:\n  main: { input: [text], provider: openai, baseUrl: \"http://127.0.0.1:9/v1\", model: test-model }\n",
+    )
+    .expect("models");
+    let chat = |store: &str, pghost: Option<&Path>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ishiki"));
+        command
+            .arg("chat")
+            .arg("--profile")
+            .arg(dir.path().join("profile.yaml"))
+            .arg("--models")
+            .arg(dir.path().join("models.yaml"))
+            .arg("--state")
+            .arg(dir.path().join("state"))
+            .arg("--workspace")
+            .arg(&workspace)
+            .arg("--store")
+            .arg(store)
+            .env_remove("PGHOST")
+            .stdin(Stdio::null());
+        if let Some(host) = pghost {
+            command.env("PGHOST", host);
+        }
+        let output = command.output().expect("ishiki chat runs");
+        let canonical = std::fs::canonicalize(dir.path()).expect("a canonical path");
+        let stderr = String::from_utf8_lossy(&output.stderr)
+            .replace(&canonical.display().to_string(), "[tmp]");
+        (output.status.code(), stderr)
+    };
+    let expected = (
+        Some(1),
+        "ishiki: the postgres socket directory [tmp]/ws/run is inside the workspace root [tmp]/ws, where the model could read and change what it holds; keep the postgres socket directory outside every workspace and local root\n".to_owned(),
+    );
+    let in_url = format!(
+        "postgresql://u@/ishiki?host={}",
+        workspace.join("run").display()
+    );
+    assert_eq!(chat(&in_url, None), expected, "a socket host in the URL");
+    assert_eq!(
+        chat("postgresql://u@/ishiki", Some(&workspace.join("run"))),
+        expected,
+        "a socket directory from PGHOST"
     );
     assert!(
         !dir.path().join("state").exists(),

@@ -493,3 +493,35 @@ async fn an_async_tool_past_its_deadline_is_cancelled_and_holds_no_thread() {
         "the future was dropped"
     );
 }
+
+/// A response with more native calls than a step runs (20,000 once ran in one step): the first
+/// 128 run, as for calls written in text, and each one past them is answered with a refusal
+/// that says why, so the turn stays whole and nothing else is lost.
+#[tokio::test]
+async fn a_step_runs_at_most_128_calls_and_refuses_the_rest_saying_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Big)], vec![]);
+    let prepared = rt.prepare().expect("prepare");
+    let calls = (0..130)
+        .map(|k| ToolCall {
+            id: format!("c{k}"),
+            name: "big".to_owned(),
+            input: json!({ "n": 1 }),
+        })
+        .collect::<Vec<_>>();
+    rt.commit(prepared, ModelResponse::from_calls(calls))
+        .expect("commit");
+    let reports = rt.execute().await.expect("execute");
+    assert_eq!(reports.len(), 130, "every call is answered");
+    for report in &reports[..128] {
+        assert!(!report.is_error, "{}: {}", report.call_id, report.text);
+        assert_eq!(report.text, "x");
+    }
+    for report in &reports[128..] {
+        assert!(report.is_error, "{}", report.call_id);
+        assert_eq!(
+            report.text,
+            "not run: this response made 130 tool calls and at most 128 run in one step; make the rest in the next step"
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! The test modules.
 
 mod body_limit;
+mod bounds;
 mod common;
 mod compaction;
 mod fake;

@@ -420,3 +420,35 @@ async fn every_handler_gets_the_centers_read_limit_and_a_result_past_it_is_refus
         "`gen://any/1001` would be about 1001 bytes, over the read limit of 1000 bytes: ask for less"
     );
 }
+
+/// Issue 24: the center's read limit reached only some handlers, so a smaller limit set by the
+/// embedder did not stop `workspace://` and `local://` reads, which read up to their own
+/// (larger) bound. Both take the smaller of the two, and refuse from the file's size before
+/// reading it.
+#[tokio::test]
+async fn workspace_and_local_reads_stop_at_the_centers_read_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fits.txt"), "a".repeat(1000)).unwrap();
+    std::fs::write(dir.path().join("big.txt"), "a".repeat(1001)).unwrap();
+    let center = ResourceCenter::new().with_read_limit(ishiki_resources::ReadLimit::new(1000));
+    center.register_file_scheme(Arc::new(
+        ishiki_resources::WorkspaceScheme::new(dir.path()).unwrap(),
+    ));
+    center.register_file_scheme(Arc::new(ishiki_resources::LocalScheme::new(vec![(
+        "docs".to_owned(),
+        dir.path().to_path_buf(),
+    )])));
+    for base in ["workspace:///", "local://docs/"] {
+        let fits = center.read(&format!("{base}fits.txt")).await.unwrap();
+        assert!(matches!(fits, ReadResult::Text { ref text, .. } if text.len() == 1000));
+        let over = center
+            .read(&format!("{base}big.txt"))
+            .await
+            .expect_err("past the limit");
+        assert_eq!(over.kind(), ResourceErrorKind::TooLarge);
+        assert_eq!(
+            over.to_string(),
+            format!("`{base}big.txt` is 1001 bytes, more than the read limit of 1000 bytes")
+        );
+    }
+}
