@@ -444,6 +444,7 @@ async fn workspace_and_local_reads_stop_at_the_centers_read_limit() {
         let over = center
             .read(&format!("{base}big.txt"))
             .await
+            .map(|_| format!("{base}big.txt was read past the limit"))
             .expect_err("past the limit");
         assert_eq!(over.kind(), ResourceErrorKind::TooLarge);
         assert_eq!(
