@@ -188,6 +188,7 @@ mod tests {
     /// core composes them; the crates on top build on core. A new crate must be added here.
     const LAYERS: &[(&str, &[&str])] = &[
         ("ishiki-model", &[]),
+        ("ishiki-store", &[]),
         ("ishiki-resources", &[]),
         ("ishiki-outlet", &["ishiki-resources"]),
         ("ishiki-projection", &[]),
@@ -198,6 +199,7 @@ mod tests {
             "ishiki-core",
             &[
                 "ishiki-model",
+                "ishiki-store",
                 "ishiki-resources",
                 "ishiki-outlet",
                 "ishiki-projection",
@@ -207,7 +209,7 @@ mod tests {
         ),
         ("ishiki-mcp", &["ishiki-core"]),
         ("ishiki-provider", &["ishiki-model"]),
-        ("ishiki-postgres", &["ishiki-core"]),
+        ("ishiki-postgres", &["ishiki-store"]),
         (
             "ishiki-cli",
             &[

@@ -3,7 +3,7 @@
 
 use std::str::FromStr;
 
-use ishiki_core::{StoreError, StoreErrorKind};
+use ishiki_store::{StoreError, StoreErrorKind};
 use postgres::Config;
 
 use crate::MAX_CONVERSATION_BYTES;

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ishiki_core::{StoreError, StoreErrorKind};
+use ishiki_store::{StoreError, StoreErrorKind};
 use postgres::Client;
 
 use crate::{PostgresOptions, WhenHeld, db};

@@ -46,7 +46,7 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use ishiki_core::{
+use ishiki_store::{
     Batch, HistoryStore, StoreError, StoreErrorKind, StoredAttachment, StoredMessage, StoredState,
 };
 use postgres::error::SqlState;

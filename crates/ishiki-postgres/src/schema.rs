@@ -1,7 +1,7 @@
 //! The tables of the PostgreSQL history store: versioned migrations (append only, applied
 //! under an advisory lock, a newer schema refused) and the statements every commit reuses.
 
-use ishiki_core::{StoreError, StoreErrorKind};
+use ishiki_store::{StoreError, StoreErrorKind};
 use postgres::{Client, Statement};
 
 use crate::{SCHEMA_VERSION, db};

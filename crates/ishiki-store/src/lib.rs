@@ -1,16 +1,36 @@
-//! The history store (PRJ-13, SEC-4): records, attachment records, delivery state, the
-//! catalog's discovered set and small metadata, committed in atomic batches.
+//! The Ishiki history store contract (PRJ-13, SEC-4): records, attachment records, delivery
+//! state, the catalog's discovered set and small metadata, committed in atomic batches.
 //!
-//! The store is generic over JSON so it needs no other crate's types: the runtime serializes
-//! its messages, attachment records, projection delivery state and toolsearch catalog into
-//! [`serde_json::Value`]s and commits one [`Batch`] per step phase. A batch is all or nothing:
-//! a failed commit (a duplicate id, an unknown withdrawn message, a full disk, a crash in the
-//! middle) leaves the store exactly as it was, which is what makes "nothing lost, nothing
-//! delivered twice" hold across crashes.
+//! The store is generic over JSON so it needs no other crate's types: the runtime
+//! (`ishiki-core`) serializes its messages, attachment records, projection delivery state and
+//! toolsearch catalog into [`serde_json::Value`]s and commits one [`Batch`] per step phase. A
+//! batch is all or nothing: a failed commit (a duplicate id, an unknown withdrawn message, a
+//! full disk, a crash in the middle) leaves the store exactly as it was, which is what makes
+//! "nothing lost, nothing delivered twice" hold across crashes.
 //!
-//! `SqliteStore` (feature `sqlite`, on by default) is the embedded default (SQLite in WAL mode,
-//! schema versioned with `user_version`); [`MemoryStore`] is the same contract in memory, for
-//! tests and embedders; `ishiki-postgres` keeps it in PostgreSQL.
+//! This crate is the contract alone (serde and serde_json), for whoever implements a store:
+//! [`HistoryStore`], its types, [`StoreError`], and [`MemoryStore`], the same contract in
+//! memory for tests and embedders. `ishiki-core` has the embedded default (SQLite in WAL mode)
+//! and re-exports everything here; `ishiki-postgres` keeps history in PostgreSQL.
+//!
+//! ```
+//! use ishiki_store::{Batch, HistoryStore, MemoryStore, StoreErrorKind, StoredMessage};
+//! use serde_json::json;
+//!
+//! let mut store = MemoryStore::new();
+//! let hello = StoredMessage { id: "m1".into(), json: json!({ "text": "hello" }) };
+//! store.commit(&Batch { messages: vec![hello.clone()], ..Batch::default() })?;
+//!
+//! // An id is stored once; a refused batch changes nothing.
+//! let again = Batch {
+//!     messages: vec![StoredMessage { id: "m2".into(), json: json!({}) }, hello.clone()],
+//!     ..Batch::default()
+//! };
+//! let error = store.commit(&again).unwrap_err();
+//! assert_eq!(error.kind(), StoreErrorKind::DuplicateId);
+//! assert_eq!(store.load()?.messages, [(hello, false)]);
+//! # Ok::<(), ishiki_store::StoreError>(())
+//! ```
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -131,18 +151,6 @@ pub struct StoredState {
     pub meta: BTreeMap<String, Value>,
 }
 
-/// How hard SQLite works to keep a commit (CRATES.md). Both survive a crash of the process;
-/// only `Full` also survives a power loss or an OS crash, at ~1.7 ms instead of ~0.1 ms a
-/// commit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum Durability {
-    /// `synchronous=FULL`: every commit is on disk before `commit` returns.
-    #[default]
-    Full,
-    /// `synchronous=NORMAL`: the WAL is synced at checkpoints only.
-    Normal,
-}
-
 /// What went wrong, for callers that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -163,7 +171,7 @@ pub enum StoreErrorKind {
     /// runtime's lease was taken over (one writer per conversation).
     Lease,
     /// A history that must exist is not there: the database file is missing, empty, or has no
-    /// tables (`SqliteStore::open_existing`).
+    /// tables (`ishiki_core::SqliteStore::open_existing`).
     Missing,
 }
 
@@ -217,26 +225,13 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
-/// Ids must be unique within the batch; the stores check against stored ids themselves.
-pub(crate) fn check_batch_ids(batch: &Batch) -> Result<(), StoreError> {
-    batch.check_ids()
-}
-
-pub(crate) fn duplicate(what: &str, id: &str, why: &str) -> StoreError {
+fn duplicate(what: &str, id: &str, why: &str) -> StoreError {
     StoreError::new(
         StoreErrorKind::DuplicateId,
         format!("{what} id `{id}` {why}; nothing was committed"),
     )
 }
 
-pub(crate) fn unknown_message(id: &str) -> StoreError {
-    StoreError::unknown_message(id)
-}
-
 mod memory;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 
 pub use memory::MemoryStore;
-#[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;

@@ -3,9 +3,9 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use super::*;
+use crate::{Batch, HistoryStore, StoreError, StoredState, duplicate};
 
-/// [`HistoryStore`] in memory, with the same rules as [`SqliteStore`]. Clones share one
+/// [`HistoryStore`] in memory, with the same rules as the SQLite store of `ishiki-core`. Clones share one
 /// state, so a test can drop a runtime and "reopen" the same history from a clone.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
@@ -35,7 +35,7 @@ impl HistoryStore for MemoryStore {
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
-        check_batch_ids(batch)?;
+        batch.check_ids()?;
         self.with_state(|state| {
             // Validate everything first, then apply: all or nothing.
             let stored: HashSet<&str> = state.messages.iter().map(|(m, _)| m.id.as_str()).collect();
@@ -48,7 +48,7 @@ impl HistoryStore for MemoryStore {
             }
             let known = |id: &str| stored.contains(id) || batch.messages.iter().any(|m| m.id == id);
             if let Some(id) = batch.withdrawn.iter().find(|id| !known(id)) {
-                return Err(unknown_message(id));
+                return Err(StoreError::unknown_message(id));
             }
             if let Some(a) = batch
                 .attachments

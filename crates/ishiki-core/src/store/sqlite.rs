@@ -9,7 +9,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 
-use super::*;
+use super::{
+    Batch, Durability, HistoryStore, StoreError, StoreErrorKind, StoredAttachment, StoredMessage,
+    StoredState,
+};
 
 fn db_error(error: rusqlite::Error) -> StoreError {
     StoreError::new(StoreErrorKind::Database, format!("history store: {error}"))
@@ -352,7 +355,7 @@ impl HistoryStore for SqliteStore {
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
-        check_batch_ids(batch)?;
+        batch.check_ids()?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -370,7 +373,7 @@ impl HistoryStore for SqliteStore {
                     .execute(params![message.id, to_text(&message.json)])
                     .map_err(|e| {
                         if is_unique_violation(&e) {
-                            duplicate("message", &message.id, "is already stored")
+                            StoreError::duplicate_id("message", &message.id, "is already stored")
                         } else {
                             db_error(e)
                         }
@@ -382,7 +385,7 @@ impl HistoryStore for SqliteStore {
                 .map_err(db_error)?;
             for id in &batch.withdrawn {
                 if withdraw.execute([id]).map_err(db_error)? == 0 {
-                    return Err(unknown_message(id));
+                    return Err(StoreError::unknown_message(id));
                 }
             }
 
@@ -394,7 +397,11 @@ impl HistoryStore for SqliteStore {
                     .execute(params![attachment.id, to_text(&attachment.json)])
                     .map_err(|e| {
                         if is_unique_violation(&e) {
-                            duplicate("attachment", &attachment.id, "is already stored")
+                            StoreError::duplicate_id(
+                                "attachment",
+                                &attachment.id,
+                                "is already stored",
+                            )
                         } else {
                             db_error(e)
                         }
