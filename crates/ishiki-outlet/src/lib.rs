@@ -24,8 +24,9 @@
 //! the `read` input for the next page ([`continue_line`]); removing that line and its `\n`
 //! gives the body ([`Emitted::body`]).
 //!
-//! The crate depends only on `ishiki-resources`, whose [`ArtifactStore`], [`DiskArtifactStore`]
-//! and [`ReadSource`] it re-exports so a user needs no second dependency; it knows nothing
+//! The crate depends only on `ishiki-resources` (its synchronous part: the store traits and
+//! media sniffing), whose [`ArtifactStore`] and [`ReadSource`] it re-exports, and with the
+//! feature `disk` its `DiskArtifactStore`, so a user needs no second dependency; it knows nothing
 //! about projection, lifetimes or catalogs. [`Outlet::next_page`] follows a continuation into an
 //! archived result; FileScheme continuations are read through the resource center.
 //!
@@ -33,7 +34,9 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ishiki_outlet::{Budget, DiskArtifactStore, Display, Outlet};
+//! use ishiki_outlet::{Budget, Display, Outlet};
+//! // With the `disk` feature, `ishiki_outlet::DiskArtifactStore` is the same type.
+//! use ishiki_resources::DiskArtifactStore;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
@@ -72,4 +75,6 @@ pub use error::{OutletError, OutletErrorKind};
 pub use outlet::{Continuation, Emitted, Outlet, continue_line};
 pub use page::{Budget, Cut, first_page, line_count, utf16_len};
 
-pub use ishiki_resources::{ArtifactStore, DiskArtifactStore, ReadSource};
+#[cfg(feature = "disk")]
+pub use ishiki_resources::DiskArtifactStore;
+pub use ishiki_resources::{ArtifactStore, ReadSource};

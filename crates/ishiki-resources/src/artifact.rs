@@ -7,13 +7,18 @@
 //! Temporary files a killed writer left are removed when a store opens, once they are older
 //! than any write takes.
 
+#[cfg(feature = "disk")]
 use std::path::{Path, PathBuf};
+#[cfg(feature = "disk")]
 use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
+#[cfg(feature = "disk")]
 use url::Url;
 
-use crate::{ResourceError, ResourceErrorKind};
+use crate::ResourceError;
+#[cfg(feature = "disk")]
+use crate::ResourceErrorKind;
 
 /// Where immutable snapshots are kept. The outlet archives media and over-long text here.
 pub trait ArtifactStore: Send + Sync + std::fmt::Debug {
@@ -25,12 +30,14 @@ pub trait ArtifactStore: Send + Sync + std::fmt::Debug {
     fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError>;
 }
 
+#[cfg(feature = "disk")]
 /// The artifact store on disk: `<root>/<tool>/<name>`.
 #[derive(Debug, Clone)]
 pub struct DiskArtifactStore {
     root: PathBuf,
 }
 
+#[cfg(feature = "disk")]
 impl DiskArtifactStore {
     /// Opens (creating if needed) a store rooted at `root`.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, ResourceError> {
@@ -56,10 +63,12 @@ impl DiskArtifactStore {
     }
 }
 
+#[cfg(feature = "disk")]
 /// A write finishes in far less than this; a temporary file older than it was left by a writer
 /// that was killed (SIGKILL, power loss), not one that is still writing to a shared store.
 pub(crate) const STALE_TEMP: Duration = Duration::from_secs(3600);
 
+#[cfg(feature = "disk")]
 /// Removes the temporary files killed writers left in the tool directories under `root`
 /// (`<root>/<tool>/.ishiki-tmp-*` older than [`STALE_TEMP`]); best effort, at open.
 fn remove_stale_temps(root: &Path, now: SystemTime) {
@@ -138,6 +147,7 @@ pub fn artifact_name(bytes: &[u8], extension: &str) -> String {
     }
 }
 
+#[cfg(feature = "disk")]
 /// An I/O failure named by the artifact URL: the message may reach the model, so it never
 /// shows the host's path (issue 13).
 fn io_error(url: &str, e: &std::io::Error) -> ResourceError {
@@ -148,6 +158,7 @@ fn io_error(url: &str, e: &std::io::Error) -> ResourceError {
     )
 }
 
+#[cfg(feature = "disk")]
 impl ArtifactStore for DiskArtifactStore {
     fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, ResourceError> {
         let tool = artifact_tool_component(tool);
@@ -203,6 +214,7 @@ impl ArtifactStore for DiskArtifactStore {
     }
 }
 
+#[cfg(feature = "disk")]
 /// Checks an `artifact://<tool>/<name>` URL and returns its tool and name, each a safe path
 /// component (letters, digits, `_`, `-`, `.`; never `.` or `..`).
 pub fn artifact_key(url: &Url) -> Result<(String, String), ResourceError> {

@@ -6,12 +6,14 @@
 //! metadata file existing means the bytes are complete. Cleanup removes the metadata first,
 //! so a half-removed asset reads as gone.
 
+#[cfg(feature = "disk")]
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use uuid::{Uuid, Variant, Version};
 
+#[cfg(feature = "disk")]
 use crate::url_text::show;
 use crate::{ResourceError, ResourceErrorKind, sniff};
 
@@ -67,6 +69,7 @@ pub trait AssetStore: Send + Sync + std::fmt::Debug {
     }
 }
 
+#[cfg(feature = "disk")]
 /// The asset store on disk.
 #[derive(Debug, Clone)]
 pub struct DiskAssetStore {
@@ -104,6 +107,7 @@ fn version_name(id: &Uuid) -> String {
     }
 }
 
+#[cfg(feature = "disk")]
 /// The id of an asset URL or bare id, refusing anything that is not a UUID v7 (RES-6).
 pub fn asset_id(url_or_id: &str) -> Result<Uuid, ResourceError> {
     let shown = show(url_or_id);
@@ -199,6 +203,7 @@ pub fn asset_not_found(url: &str) -> ResourceError {
     )
 }
 
+#[cfg(feature = "disk")]
 impl DiskAssetStore {
     /// Opens (creating if needed) a store rooted at `root`.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, ResourceError> {
@@ -361,6 +366,7 @@ impl DiskAssetStore {
     }
 }
 
+#[cfg(feature = "disk")]
 impl AssetStore for DiskAssetStore {
     fn put_with_id(
         &self,

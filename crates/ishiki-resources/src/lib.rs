@@ -102,6 +102,11 @@
 //!
 //! # Crate features
 //!
+//! - `center` and `image` (on by default): the resource center with its handlers, and image
+//!   decoding under limits (`check_image`).
+//! - `disk` (part of `center`): the stores on disk and parsing resource URLs (`url`). Without
+//!   `center` and `disk` the crate is its synchronous core — the store traits, media sniffing,
+//!   read results — which `ishiki-outlet` takes on serde, sha2 and uuid alone.
 //! - `http` (off by default): `HttpScheme`, a handler for `http://` and `https://` with a
 //!   size limit, a timeout and a destination policy (`AddressPolicy`, public addresses only
 //!   by default, checked after DNS resolution and for every redirect hop; reqwest with
@@ -126,17 +131,19 @@ mod path_safety;
 mod read;
 #[cfg(feature = "center")]
 mod schemes;
+#[cfg(feature = "disk")]
 mod url_text;
 #[cfg(feature = "center")]
 mod workspace;
 
-pub use artifact::{
-    ArtifactStore, DiskArtifactStore, artifact_key, artifact_name, artifact_tool_component,
-};
+pub use artifact::{ArtifactStore, artifact_name, artifact_tool_component};
+#[cfg(feature = "disk")]
+pub use artifact::{DiskArtifactStore, artifact_key};
 pub use asset::{
-    AssetMeta, AssetStore, DiskAssetStore, asset_changed, asset_id, asset_not_found, asset_url,
-    new_asset_meta, uuid_v7_at,
+    AssetMeta, AssetStore, asset_changed, asset_not_found, asset_url, new_asset_meta, uuid_v7_at,
 };
+#[cfg(feature = "disk")]
+pub use asset::{DiskAssetStore, asset_id};
 #[cfg(feature = "center")]
 pub use center::{ResourceCenter, whole_text_source};
 pub use error::{ResourceError, ResourceErrorKind};
@@ -154,16 +161,21 @@ pub use media::{
 pub use read::{ReadResult, ReadSource};
 #[cfg(feature = "center")]
 pub use schemes::{ArtifactScheme, AssetScheme, spawn_asset_cleanup};
+#[cfg(feature = "disk")]
 pub use url_text::parse_url;
 #[cfg(feature = "center")]
 pub use workspace::{DEFAULT_MAX_READ_BYTES, WorkspaceScheme};
 
+#[cfg(feature = "disk")]
 use std::path::Path;
+#[cfg(feature = "disk")]
 use std::sync::atomic::{AtomicU64, Ordering};
 
+#[cfg(feature = "disk")]
 /// Temporary files of interrupted writes start with this, so cleanup can recognise them.
 pub(crate) const TEMP_PREFIX: &str = ".ishiki-tmp-";
 
+#[cfg(feature = "disk")]
 /// A file name no other *running* writer uses. A killed process may have left a file under a
 /// name that a later process with its (reused) pid produces again: create with [`create_temp`].
 pub(crate) fn temp_name() -> String {
@@ -175,9 +187,11 @@ pub(crate) fn temp_name() -> String {
     )
 }
 
+#[cfg(feature = "disk")]
 /// How many fresh names [`create_temp`] tries before giving up.
 const TEMP_ATTEMPTS: usize = 64;
 
+#[cfg(feature = "disk")]
 /// Creates a new temporary file through `create` (which must refuse an existing name), trying
 /// fresh names while a name is taken by a file a killed writer left behind. Returns the name
 /// used and what `create` made.
@@ -196,6 +210,7 @@ pub(crate) fn create_temp<F>(
     Err(taken.unwrap_or_else(|| std::io::Error::other("no temporary file name was free")))
 }
 
+#[cfg(feature = "disk")]
 /// Writes `bytes` to a temporary file in `dir` and hard-links it to `target`: the file appears
 /// complete or not at all, and an existing `target` is never replaced. `Ok(false)` when
 /// `target` already existed.
