@@ -13,8 +13,8 @@ use ishiki_outlet::MediaRef;
 use ishiki_projection::{AttachmentRecord, Lifetime, SourceLink};
 use ishiki_toolsearch::ToolDef;
 
+use crate::attachment::AttachmentInfo;
 use crate::message::{DeltaEntry, ModelError, ModelErrorKind, ToolSpec};
-use crate::runtime::AttachmentInfo;
 use crate::tool::{ToolError, ToolErrorKind};
 
 /// A program attachment's lifetime as projection keeps it (CM-6 → PRJ-4..PRJ-7).

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::runtime::{RuntimeError, RuntimeErrorKind};
+use crate::error::{RuntimeError, RuntimeErrorKind};
 
 /// Decodes the row `row` (e.g. ``id `s1-assistant` ``) of `table` strictly.
 pub(crate) fn strict<T: DeserializeOwned + Serialize>(

@@ -115,12 +115,14 @@
 //! ```
 
 mod archives;
+mod attachment;
 mod builtin;
 mod clock;
 pub mod context;
 mod convert;
 mod decode;
 pub mod edits;
+mod error;
 pub(crate) mod guard;
 pub mod located;
 pub mod markup;
@@ -133,8 +135,10 @@ mod store;
 pub mod text_protocol;
 mod tool;
 
+pub use attachment::AttachmentInfo;
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
 pub use edits::{EditPolicy, EditReport};
+pub use error::{RuntimeError, RuntimeErrorKind};
 pub use guard::AbandonedWork;
 /// The model boundary, from `ishiki-model` (core's modules name it `crate::message`).
 pub(crate) use ishiki_model as message;
@@ -153,10 +157,7 @@ pub use profile::{
     VisionTarget, assemble,
 };
 pub use rejection::image_rejection;
-pub use runtime::{
-    AttachmentInfo, CallReport, CompactionRequest, Prepared, Runtime, RuntimeBuilder, RuntimeError,
-    RuntimeErrorKind,
-};
+pub use runtime::{CallReport, CompactionRequest, Prepared, Runtime, RuntimeBuilder};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
 pub use store::{

@@ -14,7 +14,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read as _, Write as _};
 use std::path::{Component, Path, PathBuf};
 
-use crate::runtime::{RuntimeError, RuntimeErrorKind};
+use crate::error::{RuntimeError, RuntimeErrorKind};
 use crate::store::{Durability, HistoryStore};
 #[cfg(feature = "sqlite")]
 use crate::store::{SqliteStore, StoreError, StoreErrorKind};

@@ -1,6 +1,7 @@
 //! What the runtime needs to know about programs, in one place whether or not the `codemode`
-//! feature is built: the builder's settings, the sandbox type, the codemode tool's insertion
-//! among the built-ins and the sandbox a runtime runs programs in.
+//! feature is built: the builder's settings (set by `RuntimeBuilder`'s codemode methods), the
+//! sandbox type, the codemode tool's insertion among the built-ins and the sandbox a runtime
+//! runs programs in.
 
 use std::sync::Arc;
 
@@ -9,9 +10,7 @@ use ishiki_codemode::{Limits, SandboxConfig, WorkerSpawn};
 #[cfg(feature = "codemode")]
 use ishiki_toolsearch::ToolDef;
 
-#[cfg(feature = "codemode")]
-use crate::runtime::RuntimeBuilder;
-use crate::runtime::{RuntimeError, RuntimeErrorKind};
+use crate::error::{RuntimeError, RuntimeErrorKind};
 use crate::tool::Tool;
 
 /// The sandbox programs run in.
@@ -35,28 +34,20 @@ pub(crate) struct ProgramSettings {
 }
 
 #[cfg(feature = "codemode")]
-impl RuntimeBuilder {
-    /// How codemode workers start (default: re-execute this binary; `main` must call
-    /// [`ishiki_codemode::run_if_worker`] first). Feature `codemode`.
-    pub fn codemode_worker(mut self, worker: WorkerSpawn) -> Self {
-        self.programs.worker = Some(worker);
-        self
+impl ProgramSettings {
+    /// How codemode workers start (`RuntimeBuilder::codemode_worker`).
+    pub(crate) fn set_worker(&mut self, worker: WorkerSpawn) {
+        self.worker = Some(worker);
     }
 
-    /// The codemode limits (wall clock, memory, instruction budget, sizes); default
-    /// [`Limits::default`]. Feature `codemode`.
-    pub fn codemode_limits(mut self, limits: Limits) -> Self {
-        self.programs.limits = Some(limits);
-        self
+    /// The codemode limits (`RuntimeBuilder::codemode_limits`).
+    pub(crate) fn set_limits(&mut self, limits: Limits) {
+        self.limits = Some(limits);
     }
 
-    /// Runs codemode programs in this sandbox (its worker pool is shared by every runtime
-    /// given a clone) instead of starting a pool of its own; the builder's worker and limits
-    /// settings are then unused. Many conversations per process share one pool this way.
-    /// Feature `codemode`.
-    pub fn codemode_sandbox(mut self, sandbox: Sandbox) -> Self {
-        self.programs.sandbox = Some(sandbox);
-        self
+    /// A shared sandbox instead of a pool of the runtime's own (`RuntimeBuilder::codemode_sandbox`).
+    pub(crate) fn set_sandbox(&mut self, sandbox: Sandbox) {
+        self.sandbox = Some(sandbox);
     }
 }
 

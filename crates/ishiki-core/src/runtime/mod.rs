@@ -26,6 +26,7 @@ use ishiki_toolsearch::{Catalog, CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::attachment::AttachmentInfo;
 use crate::builtin::{self, Shared};
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::context::{ContextConfig, ContextReport, ContextState, Window};
@@ -45,14 +46,12 @@ use crate::{convert, decode};
 
 mod commit;
 mod compact;
-mod error;
 mod execute;
 mod media;
 mod open;
 mod prepare;
 
-pub(crate) use error::err;
-pub use error::{RuntimeError, RuntimeErrorKind};
+pub(crate) use crate::error::{RuntimeError, RuntimeErrorKind, err};
 
 /// Why persisted media could not be loaded for a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +87,32 @@ pub struct RuntimeBuilder {
     abandoned: Option<Arc<crate::guard::AbandonedWork>>,
     #[cfg(feature = "semantic")]
     semantic_model: Option<Arc<ishiki_toolsearch::semantic::Embedder>>,
+}
+
+#[cfg(feature = "codemode")]
+impl RuntimeBuilder {
+    /// How codemode workers start (default: re-execute this binary; `main` must call
+    /// [`ishiki_codemode::run_if_worker`] first). Feature `codemode`.
+    pub fn codemode_worker(mut self, worker: ishiki_codemode::WorkerSpawn) -> Self {
+        self.programs.set_worker(worker);
+        self
+    }
+
+    /// The codemode limits (wall clock, memory, instruction budget, sizes); default
+    /// [`ishiki_codemode::Limits::default`]. Feature `codemode`.
+    pub fn codemode_limits(mut self, limits: ishiki_codemode::Limits) -> Self {
+        self.programs.set_limits(limits);
+        self
+    }
+
+    /// Runs codemode programs in this sandbox (its worker pool is shared by every runtime
+    /// given a clone) instead of starting a pool of its own; the builder's worker and limits
+    /// settings are then unused. Many conversations per process share one pool this way.
+    /// Feature `codemode`.
+    pub fn codemode_sandbox(mut self, sandbox: builtin::Sandbox) -> Self {
+        self.programs.set_sandbox(sandbox);
+        self
+    }
 }
 
 impl RuntimeBuilder {
@@ -354,22 +379,6 @@ pub struct Prepared {
     raw_estimate: u64,
     delta: Option<Arc<Message>>,
     announced: Vec<String>,
-}
-
-/// One media attachment of a tool result or an inbound message, as a transcript prints it:
-/// `{url, media_type, bytes, lifetime}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AttachmentInfo {
-    /// The resource URL (`artifact://…` or `asset://…`; `inbound:<message id>/<n>` for an
-    /// inbound image that was not downloaded).
-    pub url: String,
-    /// Media type.
-    pub media_type: String,
-    /// Size in bytes.
-    pub bytes: u64,
-    /// How long the model keeps seeing it (serialized as `once`, `recent` or `retain`).
-    pub lifetime: Lifetime,
 }
 
 /// What one call produced, as the model will see it.
