@@ -1,7 +1,16 @@
 //! The checks over steps that need only the file: unique ids, and references (`withdraw`,
 //! `$continue`, `${…}`) that name ids of earlier steps only.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use serde_saphyr::{Location, Spanned};
+
+use super::Step;
+use super::diagnostic::{ScenarioError, ScenarioErrorKind, Source};
+use super::load::push_key;
+use crate::interpolate;
+use crate::interpolate::Interpolator;
 
 /// Where an id is defined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,9 @@
 //! Scenario errors: their kinds, and messages that name the field with its line and column.
 
-use super::*;
+use std::fmt;
+
+use ishiki_core::located::Located;
+use serde_saphyr::Location;
 
 /// What kind of problem a scenario has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

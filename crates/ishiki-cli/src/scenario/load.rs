@@ -1,7 +1,19 @@
 //! Loading a scenario: YAML into the raw shape with located errors, generated fixture files,
 //! tool entries with their definition files.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ishiki_core::located::Located;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+
+use super::check::check_steps;
+use super::diagnostic::{ScenarioError, ScenarioErrorKind, Source};
+use super::{FixtureFile, RawScenario, RawTool, Scenario, Step, ToolDefinition, ToolSpec, VERSION};
+use crate::fixtures;
+use crate::fixtures::FileSpec;
+use crate::interpolate::Interpolator;
 
 /// Reads and checks the scenario at `path`; relative paths inside it resolve against its
 /// directory.

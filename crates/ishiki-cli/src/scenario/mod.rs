@@ -10,18 +10,15 @@
 //! the runner.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use ishiki_core::located::Located;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
-use serde_saphyr::{Location, Spanned};
+use serde_saphyr::Spanned;
 
 use crate::clock::parse_duration;
-use crate::fixtures;
-use crate::interpolate::{self, Interpolator};
+use crate::interpolate::Interpolator;
 
 mod check;
 mod diagnostic;
@@ -29,10 +26,7 @@ mod load;
 #[cfg(test)]
 mod tests;
 
-use check::*;
-use diagnostic::*;
 pub use diagnostic::{ScenarioError, ScenarioErrorKind};
-use load::*;
 pub use load::{load, parse};
 
 // The file and IMAGE shapes are part of the scenario format; they live beside their generator.

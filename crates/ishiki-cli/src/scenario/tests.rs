@@ -1,5 +1,7 @@
 //! Unit tests of loading and checking scenarios: shapes, ids, references, located errors.
 
+use std::path::Path;
+
 use super::*;
 use std::fs;
 

@@ -1,6 +1,13 @@
 //! The bounded `console` and how values and errors are described to the model.
 
-use super::*;
+use boa_engine::{Context, JsObject, JsResult, JsString, JsValue};
+use serde_json::Value;
+
+use super::Session;
+use super::realm::{session, shared};
+use super::tools::to_json;
+use crate::error::human_bytes;
+use crate::tool::clip;
 
 pub(super) fn console_log(
     this: &JsValue,

@@ -1,7 +1,12 @@
 //! What the engine reports when a program fails in a way JavaScript cannot catch: limits,
 //! engine panics behind a limit, syntax errors with their program line.
 
-use super::*;
+use boa_engine::JsError;
+use boa_engine::error::{EngineError, PanicError, RuntimeLimitError};
+
+use crate::config::EngineConfig;
+use crate::error::{CodemodeError, CodemodeErrorKind};
+use crate::tool::clip;
 
 pub(super) fn engine_error(error: &EngineError, config: &EngineConfig) -> CodemodeError {
     let message = match error {

@@ -1,7 +1,16 @@
 //! The realm's plumbing: the sandbox state behind a context, fatal stops, native functions,
 //! the globals a program sees (`console`, a seeded `Math.random`, a frozen `Date`).
 
-use super::*;
+use boa_engine::error::PanicError;
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::property::PropertyDescriptor;
+use boa_engine::{
+    Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
+};
+
+use super::console::{console_error, console_log, console_warn};
+use super::{SessionRef, Shared};
+use crate::error::CodemodeError;
 
 pub(super) fn shared(context: &Context) -> JsResult<&Shared> {
     context.get_data::<Shared>().ok_or_else(|| {

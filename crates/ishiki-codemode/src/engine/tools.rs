@@ -1,7 +1,17 @@
 //! The `tools` object: one async function per callable tool, queued calls with their bounds,
 //! and the depth-guarded JSON a call's input travels as.
 
-use super::*;
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::object::builtins::{JsPromise, JsProxyBuilder};
+use boa_engine::property::{PropertyDescriptor, PropertyKey};
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction};
+
+use super::QueuedCall;
+use super::console::{json_string, utf8_len};
+use super::realm::{fatal, session, shared};
+use crate::error::{CodemodeError, CodemodeErrorKind, human_bytes};
+use crate::protocol::MAX_JSON_DEPTH;
+use crate::tool::{clip, is_callable_name};
 
 /// The `tools` object: one function per callable name, nothing inherited.
 pub(super) fn install_tools(context: &mut Context, tools: &[String]) -> JsResult<()> {

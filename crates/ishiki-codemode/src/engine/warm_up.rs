@@ -1,7 +1,8 @@
 //! The warm-up run: a throwaway program on a throwaway engine, so a fresh worker's first
 //! real program does not pay for faulting in code pages and growing allocator arenas.
 
-use super::*;
+use super::{Engine, Link, Reply};
+use crate::config::EngineConfig;
 
 /// A program touching the paths most programs take: tool call, promises, strings, arrays,
 /// JSON, exceptions, console.

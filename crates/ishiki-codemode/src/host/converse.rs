@@ -2,7 +2,23 @@
 //! exact numbers checked), collecting console lines, and stopping at the end, the deadline or
 //! the worker's death.
 
-use super::*;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::peer::{Event, Peer, ToolResult};
+use super::{Inner, Outcome};
+use crate::attachments::split_attachments;
+use crate::error::{CodemodeError, CodemodeErrorKind, human_bytes};
+use crate::protocol::{MAX_CALLS_IN_FLIGHT, MAX_JSON_DEPTH, ToHost, json_depth};
+use crate::tool::{CallableTool, SchemaProblem};
 
 pub(super) fn describe_timeout(timeout: Duration) -> String {
     if timeout.subsec_millis() == 0 {

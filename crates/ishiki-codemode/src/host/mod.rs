@@ -6,28 +6,18 @@
 //! `done`, `failed`, the deadline, or the worker's death — which it explains from the exit
 //! status and the worker's last words on stderr.
 
-use crate::attachments::{AttachmentItem, split_attachments};
+use crate::attachments::AttachmentItem;
 use crate::config::{EngineConfig, SandboxConfig, WorkerSpawn};
 use crate::confine::ConfinementReport;
-use crate::engine::{Engine, Link, Reply};
-use crate::error::{CodemodeError, CodemodeErrorKind, human_bytes};
-use crate::protocol::{
-    MAX_CALLS_IN_FLIGHT, MAX_JSON_DEPTH, ToEngine, ToHost, WORKER_ENV, json_depth, line,
-};
-use crate::tool::{CallableTool, SchemaProblem, ValidatorCache, is_callable_name};
+use crate::error::{CodemodeError, CodemodeErrorKind};
+use crate::protocol::ToEngine;
+use crate::tool::{CallableTool, ValidatorCache, is_callable_name};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
-use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout};
-use tokio::sync::{Notify, mpsc};
-use tokio::time::Instant;
+use tokio::sync::Notify;
 
 mod converse;
 mod peer;

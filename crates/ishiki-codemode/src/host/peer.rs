@@ -1,7 +1,17 @@
 //! The engine's side of a conversation as the host sees it: a worker process or an
 //! in-process thread, behind one [`Peer`] trait.
 
-use super::*;
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::process::ChildStdin;
+use tokio::sync::mpsc;
+
+use super::spawn::{death, kill_group, next_line};
+use super::{GroupChild, Inner, Worker, WorkerOut};
+use crate::config::{EngineConfig, SandboxConfig};
+use crate::engine::{Engine, Link, Reply};
+use crate::error::{CodemodeError, CodemodeErrorKind};
+use crate::protocol::{ToEngine, ToHost, line};
 
 /// What the conversation hears from the engine's side.
 pub(super) enum Event {

@@ -1,7 +1,17 @@
 //! Starting a worker process, reading its lines, and explaining its death from the exit
 //! status and its last words on stderr.
 
-use super::*;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, ChildStdout};
+
+use super::{GroupChild, Inner, STDERR_TAIL, Worker, WorkerOut, lock};
+use crate::config::{SandboxConfig, WorkerSpawn};
+use crate::error::{CodemodeError, CodemodeErrorKind, human_bytes};
+use crate::protocol::{ToHost, WORKER_ENV};
 
 /// Starts a worker process and waits for its `ready`.
 pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError> {

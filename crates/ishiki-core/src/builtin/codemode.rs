@@ -1,7 +1,28 @@
 //! `codemode` (CM-*): the tool that runs programs, the tools a program may call, and the
 //! display of a program's outcome with its declared attachments.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ishiki_outlet::{Display, DisplayPart, Media};
+use ishiki_projection::Lifetime;
+use ishiki_resources::ReadResult;
+use ishiki_toolsearch::ToolDef;
+use serde_json::{Value, json};
+
+use super::{Shared, builtin_def};
+#[cfg(feature = "codemode")]
+use crate::guard::CallLimits;
+use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind};
+#[cfg(feature = "codemode")]
+use ishiki_codemode::AttachmentContent as CmContent;
+#[cfg(feature = "codemode")]
+use ishiki_codemode::CallableTool;
+#[cfg(feature = "codemode")]
+use ishiki_codemode::Outcome;
+#[cfg(feature = "codemode")]
+use ishiki_codemode::ToolFailure;
 
 /// `codemode({ code })`: runs a program in the sandbox (CM-1).
 #[derive(Debug)]

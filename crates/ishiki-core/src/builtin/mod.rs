@@ -2,25 +2,15 @@
 //! `send_message` (SEND-*), `finish` and `wait` (direct only, CM-4), one module each; this
 //! module holds what they share with the runtime.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use async_trait::async_trait;
-#[cfg(feature = "codemode")]
-use ishiki_codemode::{AttachmentContent as CmContent, CallableTool, Outcome, ToolFailure};
-use ishiki_outlet::{Display, DisplayPart, Media, Outlet};
-use ishiki_projection::Lifetime;
-use ishiki_resources::{ArtifactStore, AssetStore, ReadResult, ResourceCenter, WorkspaceScheme};
+use ishiki_resources::{ArtifactStore, AssetStore, ResourceCenter, WorkspaceScheme};
 use ishiki_toolsearch::{Catalog, ToolDef};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::clock::Clock;
-#[cfg(feature = "codemode")]
-use crate::guard::CallLimits;
-use crate::message::ModelError;
-use crate::platform::{Dropped, Outgoing, OutgoingImage, Platform, VisionModel};
+use crate::platform::{Platform, VisionModel};
 use crate::profile::Assembly;
-use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind};
 
 #[cfg(feature = "codemode")]
 mod codemode;

@@ -1,7 +1,18 @@
 //! `read` (READ-*, VIS-*): raw results for programs; pages, attachments and vision answers
 //! for direct calls.
 
-use super::*;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ishiki_outlet::{Display, DisplayPart, Media, Outlet};
+use ishiki_projection::Lifetime;
+use ishiki_resources::ReadResult;
+use ishiki_toolsearch::ToolDef;
+use serde_json::{Value, json};
+
+use super::{Shared, builtin_def, string_field};
+use crate::message::ModelError;
+use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind};
 
 /// `read({ url, lifetime? })`: raw result for programs, pages and attachments for direct calls.
 #[derive(Debug)]

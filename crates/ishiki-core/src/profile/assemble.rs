@@ -1,7 +1,14 @@
 //! The entry points: decoding a profile or `models.yaml` from YAML or JSON, and [`assemble`],
 //! which joins them for one main model (PRO-8, VIS-1).
 
-use super::*;
+use serde::de;
+use serde::de::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use super::decode::{Doc, DocKind};
+use super::diagnostic::{AssemblyError, AssemblyErrorKind};
+use super::schema::{Assembly, Modality, ModelsDoc, Profile, VisionTarget};
+use super::tree::{At, Path};
 
 impl Profile {
     /// Decodes a profile from YAML text. An empty document is the default profile.

@@ -1,7 +1,14 @@
 //! The hand-written decoder's core: typed readers for keys, types and ranges, unknown keys refused
 //! (PRO-7), from the located tree.
 
-use super::*;
+use std::fmt;
+
+use serde_json::Value;
+use serde_saphyr::Spanned;
+
+use super::diagnostic::{AssemblyError, AssemblyErrorKind, describe, suggest};
+use super::tree::{At, Key, MAX_DEPTH, Node, Path, Tree, YamlNode, field, spanned_tree};
+use crate::located::Located;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) enum DocKind {

@@ -1,6 +1,14 @@
 //! Decoding `models.yaml`: its keys, model declarations, groups and image limits.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use ishiki_projection::ImageLimits;
+
+use super::assemble::check_groups;
+use super::decode::{Doc, Entries};
+use super::diagnostic::{AssemblyError, describe};
+use super::schema::{Modality, ModelCapabilities, ModelDecl, ModelsDoc, ToolCalling};
+use super::tree::{At, Node, Path, Tree, field};
 
 const MODELS_ROOT_KEYS: &[&str] = &["models", "groups"];
 // New model keys (e.g. pricing, context size) only need adding here and in `model_decl`.

@@ -1,6 +1,18 @@
 //! Decoding a profile (PRO-1..PRO-7): its keys, sections and MCP server entries.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use ishiki_projection::AttachmentConfig;
+
+use super::MAX_IMAGE_RENDERS_REMOVED;
+use super::decode::{Doc, Entries};
+use super::diagnostic::{AssemblyError, AssemblyErrorKind, describe};
+use super::schema::{
+    AssetsSection, CleanupSection, CodemodeSection, McpAuthDecl, McpSection, McpServerDecl,
+    Profile, SemanticSection, ToolsSection, ToolsearchSection,
+};
+use super::tree::{At, Node, Path, Tree, field, root_field};
+use crate::context::ContextConfig;
 
 const ROOT_KEYS: &[&str] = &[
     "codemode",

@@ -1,7 +1,12 @@
 //! Assembly errors: their kinds and codes, and the helpers of their messages (a value described,
 //! a suggestion for a misspelt key); the located format itself is [`crate::located`]'s.
 
-use super::*;
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use super::tree::Node;
 
 /// What went wrong during assembly, for callers that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -10,18 +10,6 @@
 //! ([`Profile::from_value`]) follow exactly the same rules, and every error names its key path
 //! (plus line and column for YAML). Unknown keys are refused everywhere (PRO-7).
 
-use std::collections::BTreeMap;
-use std::fmt;
-
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::{Serialize, Serializer};
-use serde_json::Value;
-use serde_saphyr::{Location, Spanned};
-
-use crate::context::ContextConfig;
-use crate::located::Located;
-
-pub(crate) use ishiki_projection::AttachmentConfig;
 pub use ishiki_projection::ImageLimits;
 
 /// The exact message of PRO-6, for a profile that still sets `attachment.maxImageRenders`.
@@ -40,13 +28,9 @@ mod tree;
 pub use assemble::assemble;
 #[cfg(feature = "semantic")]
 pub use assemble::load_semantic_model;
-use assemble::*;
-use decode::*;
-use diagnostic::*;
 pub use diagnostic::{AssemblyError, AssemblyErrorKind};
 pub use schema::{
     Assembly, AssetsSection, CleanupSection, CodemodeSection, McpAuthDecl, McpSection,
     McpServerDecl, Modality, ModelCapabilities, ModelDecl, ModelsDoc, Profile, SemanticSection,
     ToolCalling, ToolsSection, ToolsearchSection, VisionTarget,
 };
-use tree::*;

@@ -1,7 +1,12 @@
 //! The profile and `models.yaml` schema: the public types both documents decode into, with
 //! their defaults (PRO-1..PRO-8).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use ishiki_projection::{AttachmentConfig, ImageLimits};
+use serde::Serialize;
+
+use crate::context::ContextConfig;
 
 /// A profile document (PRO-1): every section is optional and takes its defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

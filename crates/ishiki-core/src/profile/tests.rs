@@ -1,7 +1,9 @@
 //! Unit tests of the private helpers; behaviour is tested in `tests/suite/assembly.rs`.
 
+use super::decode::max_of;
 use super::decode_profile::{ATTACHMENT_KEYS, ENABLE_KEYS};
-use super::*;
+use super::diagnostic::suggest;
+use super::tree::Path;
 
 #[test]
 fn max_of_matches_the_type() {

@@ -1,7 +1,14 @@
 //! The located tree both documents are decoded from (YAML with line and column, or JSON
 //! values), and the key paths errors name.
 
-use super::*;
+use std::fmt;
+
+use serde::de;
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+use serde_saphyr::{Location, Spanned};
+
+use super::decode::Entries;
 
 pub(super) type At = Option<(usize, usize)>;
 

@@ -1,7 +1,18 @@
 //! Committing a response with its delivery state in one transaction (PRJ-4, PRJ-13), or
 //! abandoning a failed step without writing anything.
 
-use super::*;
+use std::sync::Arc;
+
+use ishiki_projection::AttachmentRecord;
+use serde_json::{Value, json};
+
+use super::{CatalogBlob, Entry, PlannedCall, Prepared, Runtime, stored_message, to_json};
+use crate::error::RuntimeError;
+use crate::message::{Message, ModelResponse, Part, Role, ToolCall};
+use crate::profile::ToolCalling;
+use crate::store::Batch;
+use crate::text_protocol;
+use crate::text_protocol::Segment;
 
 impl Runtime {
     /// Marks a step as attempted without committing anything (a failed or aborted model call):

@@ -1,7 +1,21 @@
 //! Executing the committed calls: validation, limits, the tool's direct call, the outlet,
 //! and one transaction for the results and their attachment records (OUT-1).
 
-use super::*;
+use std::sync::Arc;
+
+use ishiki_outlet::Outlet;
+use ishiki_projection::{AttachmentRecord, SourceLink};
+use serde_json::json;
+
+use super::{
+    CallReport, CatalogBlob, Entry, PlannedCall, Runtime, stored_message, stored_record, to_json,
+    validation_error,
+};
+use crate::convert;
+use crate::error::RuntimeError;
+use crate::message::{Message, Model, Part, Role};
+use crate::store::Batch;
+use crate::tool::{DirectCall, ToolContext, ToolErrorKind};
 
 impl Runtime {
     /// Executes the committed response's calls in order, passes each result through the

@@ -2,7 +2,11 @@
 //! except that retention deletes assets), the verdict projection reads, the media part that
 //! embeds them, and the check that keeps a deleted asset's id from being handed out again.
 
-use super::*;
+use ishiki_projection::{AttachmentRecord, Verdict};
+use ishiki_resources::{ResourceError, ResourceErrorKind};
+
+use super::{MediaFailure, Runtime, sha256_hex};
+use crate::message::{MediaPart, Part};
 
 impl Runtime {
     /// Reads a persisted media resource once and remembers what it found: the URLs are

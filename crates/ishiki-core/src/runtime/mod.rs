@@ -8,41 +8,30 @@
 //! - history stores resource references and source links, never a request's display choice
 //!   (PRJ-1): attachment messages are recomputed by the projection for every request.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use ishiki_outlet::{Budget, MediaRef, Outlet};
-use ishiki_projection::{
-    AttachmentConfig, AttachmentContent, AttachmentRecord, DeliveryState, Lifetime, PendingChange,
-    ProjectionInput, SourceLink, Verdict,
-};
+use ishiki_outlet::{Budget, Outlet};
+use ishiki_projection::{AttachmentConfig, AttachmentRecord, DeliveryState, PendingChange};
 use ishiki_resources::{
-    ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore, FileScheme,
-    LocalScheme, ResourceCenter, ResourceError, ResourceErrorKind, SchemeHandler, WorkspaceScheme,
+    ArtifactStore, AssetStore, FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
 };
-use ishiki_toolsearch::{Catalog, CatalogState, ToolDef};
+use ishiki_toolsearch::{CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::attachment::AttachmentInfo;
 use crate::builtin::{self, Shared};
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::context::{ContextConfig, ContextReport, ContextState, Window};
-use crate::edits::{EditPolicy, EditReport, ImageBudget};
-use crate::message::{
-    MediaPart, Message, Model, ModelResponse, Part, Request, Role, ToolCall, ToolSpec,
-};
+use crate::edits::{EditPolicy, EditReport};
+use crate::message::{Message, Request};
 use crate::platform::{NullPlatform, Platform, VisionModel};
-use crate::profile::{Assembly, ToolCalling};
+use crate::profile::Assembly;
 use crate::state_dir;
-use crate::store::{
-    Batch, Durability, HistoryStore, StoreErrorKind, StoredAttachment, StoredMessage,
-};
-use crate::text_protocol::{self, Segment};
-use crate::tool::{DirectCall, Tool, ToolContext, ToolErrorKind};
-use crate::{convert, decode};
+use crate::store::{Batch, Durability, HistoryStore, StoredAttachment, StoredMessage};
+use crate::tool::{Tool, ToolErrorKind};
 
 mod commit;
 mod compact;

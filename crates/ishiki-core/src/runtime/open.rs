@@ -1,7 +1,30 @@
 //! Opening a runtime: the state directory, stores, resource center, built-in tools, catalog
 //! and the history restored from the store; calls interrupted by a crash are answered (SEC-4).
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use ishiki_outlet::Outlet;
+use ishiki_projection::DeliveryState;
+use ishiki_resources::{
+    ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore, LocalScheme,
+    ResourceCenter, WorkspaceScheme,
+};
+use ishiki_toolsearch::Catalog;
+use serde_json::{Value, json};
+
+use super::{
+    CatalogBlob, Entry, PlannedCall, Runtime, RuntimeBuilder, StoredRecord, checked_definition,
+    stored_message,
+};
+use crate::builtin::Shared;
+use crate::context::{ContextState, Window};
+use crate::error::{RuntimeError, RuntimeErrorKind, err};
+use crate::message::{Message, Part, Role};
+use crate::profile::Assembly;
+use crate::store::{Batch, HistoryStore, StoreErrorKind};
+use crate::tool::Tool;
+use crate::{builtin, decode, state_dir};
 
 impl Runtime {
     pub(super) fn open(b: RuntimeBuilder) -> Result<Self, RuntimeError> {

@@ -1,8 +1,25 @@
 //! Preparing a request: inbound messages and their images (PRJ-2), withdrawals, asset
 //! cleanup, and the projection of history into the next request (PRJ-*).
 
-use super::*;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ishiki_outlet::MediaRef;
+use ishiki_projection::{
+    AttachmentContent, AttachmentRecord, Lifetime, ProjectionInput, SourceLink, Verdict,
+};
+use ishiki_toolsearch::ToolDef;
+
+use super::{Entry, MediaFailure, Prepared, Projected, Runtime, stored_message, stored_record};
+use crate::attachment::AttachmentInfo;
+use crate::clock::rfc3339;
 use crate::context::{ContextReport, ContextState, Thresholds};
+use crate::convert;
+use crate::edits::ImageBudget;
+use crate::error::{RuntimeError, RuntimeErrorKind, err};
+use crate::message::{Message, Part, Request, Role, ToolSpec};
+use crate::store::Batch;
 
 impl Runtime {
     /// Registers an inbound platform message (PRJ-2): its images become `asset://<UUID v7>`
