@@ -171,6 +171,8 @@ impl HttpModel {
             })?),
             None => None,
         };
+        // reqwest takes the process's default crypto provider: ring, unless the embedder set one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .read_timeout(config.timeout)

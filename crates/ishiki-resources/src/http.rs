@@ -290,6 +290,8 @@ impl HttpScheme {
                 Err(refused) => attempt.error(refused),
             }
         });
+        // reqwest takes the process's default crypto provider: ring, unless the embedder set one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = reqwest::Client::builder()
             .timeout(options.timeout)
             .redirect(redirects)
