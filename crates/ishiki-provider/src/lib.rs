@@ -68,6 +68,59 @@
 //! assert_eq!((parsed.usage.input_tokens, parsed.usage.cache_read_tokens), (100, 90));
 //! # Ok::<(), ishiki_provider::ProviderError>(())
 //! ```
+//!
+//! # Calling a model over HTTP
+//!
+//! Needs a network and an API key, so it is compiled here but not run:
+//!
+//! ```no_run
+//! use ishiki_model::{Message, Model, ModelErrorKind, Part, Request, Role};
+//! use ishiki_provider::{HttpConfig, HttpModel, Protocol};
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // Anthropic. For OpenAI: `Protocol::OpenAi`, "https://api.openai.com/v1", a model name
+//!     // and `OPENAI_API_KEY`. A local server (vLLM, Ollama) needs no key: leave `api_key_env` None.
+//!     let config = HttpConfig {
+//!         api_key_env: Some("ANTHROPIC_API_KEY".into()),
+//!         max_tokens: 1024,
+//!         ..HttpConfig::new(Protocol::Anthropic, "https://api.anthropic.com", "claude-sonnet-4-5")
+//!     };
+//!     // Reads the key now: an unset variable is a `ProviderErrorKind::Config` error,
+//!     // "the api key variable `ANTHROPIC_API_KEY` is not set".
+//!     let model = HttpModel::new(config)?;
+//!
+//!     let request = Request {
+//!         tools: vec![],
+//!         messages: vec![Message {
+//!             id: "m1".into(),
+//!             role: Role::User,
+//!             created_at: "2026-01-01T00:00:00Z".into(),
+//!             content: vec![Part::Text { text: "Say hello.".into() }],
+//!         }
+//!         .into()],
+//!     };
+//!
+//!     // `Model::respond` is what the runtime calls: retries on 429, 5xx and transport failures
+//!     // happen inside it; what outlasts them is a `ModelError`.
+//!     match model.respond(&request).await {
+//!         Ok(response) => println!("{}", response.text().unwrap_or_default()),
+//!         Err(e) => match e.kind() {
+//!             // "<url> answered 503 Service Unavailable: <detail>" and the like
+//!             ModelErrorKind::Retryable => eprintln!("try again later: {e}"),
+//!             ModelErrorKind::ContextTooLong => eprintln!("shorten the request: {e}"),
+//!             // 4xx, an error object, a malformed body: the same request fails again.
+//!             _ => eprintln!("failed: {e}"),
+//!         },
+//!     }
+//!
+//!     // `send` gives more: the provider's stop reason and token usage, or a `ProviderError`
+//!     // with a `ProviderErrorKind` (Status, Api, Transport, Malformed, ...).
+//!     let parsed = model.send(&request).await?;
+//!     println!("{} ({} tokens out)", parsed.stop_reason, parsed.usage.output_tokens);
+//!     Ok(())
+//! }
+//! ```
 
 mod anthropic;
 mod common;

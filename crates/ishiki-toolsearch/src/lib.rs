@@ -21,7 +21,9 @@
 //! use ishiki_toolsearch::{Catalog, ToolDef, delta_text};
 //! use serde_json::json;
 //!
-//! let mut catalog = Catalog::new(true);
+//! // Toolsearch on: deferred tools wait in a pool until a search finds them
+//! // (`Catalog::without_toolsearch()` offers every tool from the first step).
+//! let mut catalog = Catalog::with_toolsearch();
 //! catalog.add(ToolDef { resident: true, ..ToolDef::new("search", "Find tools", json!({})) });
 //! catalog.add(ToolDef::new(
 //!     "write_file",
@@ -49,6 +51,35 @@
 //! let text = delta_text(&step2.delta, true);
 //! assert!(text.contains("tools.write_file(input: {"));
 //! assert!(text.contains("/** Absolute path */"));
+//! ```
+//!
+//! [`ToolIndex`] ranks tools on its own, without a catalog, pool or steps:
+//!
+//! ```
+//! use ishiki_toolsearch::{DEFAULT_K, ToolDef, ToolIndex};
+//! use serde_json::json;
+//!
+//! let tools = vec![
+//!     ToolDef::new("write_file", "Write a file into the workspace.",
+//!         json!({ "type": "object", "properties": { "path": { "type": "string" } } })),
+//!     ToolDef::new("git_status", "Show the working tree status.", json!({ "type": "object" }))
+//!         .with_origin("mcp:git"),
+//! ];
+//! let mut index = ToolIndex::build(&tools);
+//!
+//! // At most k hits, best first.
+//! let hits = index.search("save text to a file", DEFAULT_K);
+//! assert_eq!(hits[0].name, "write_file");
+//!
+//! // `select:` returns exactly the named tools that exist, in the order given.
+//! let picked = index.search("select:git_status,write_file", DEFAULT_K);
+//! assert_eq!(picked[0].name, "git_status");
+//! assert_eq!(picked[1].name, "write_file");
+//!
+//! // Tools can be appended without a rebuild.
+//! index.insert(&ToolDef::new("send_email", "Send an email message.", json!({ "type": "object" })));
+//! assert_eq!(index.len(), 3);
+//! assert_eq!(index.search("email someone", 1)[0].name, "send_email");
 //! ```
 
 mod catalog;
