@@ -189,18 +189,14 @@ fn history_store(
     Ok(Box::new(store))
 }
 
-/// A stable prompt-cache key for the session kept in `state` (FNV-1a of its path: the same
+/// A stable prompt-cache key for the session kept in `state` (a hash of its path: the same
 /// state directory, the same key across runs, without saying where it is).
 fn cache_key(state: &std::path::Path) -> String {
+    use std::hash::Hasher as _;
     let path = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
-    let hash = path
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    format!("ishiki-{hash:016x}")
+    let mut hasher = rustc_hash::FxHasher::default();
+    hasher.write(path.as_os_str().as_encoded_bytes());
+    format!("ishiki-{:016x}", hasher.finish())
 }
 
 /// What the context engine did to a request, with its token figures.

@@ -636,17 +636,17 @@ impl Bloom {
         self.bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0
     }
 
-    /// FNV-1a over the variant and the id, folded so the high bits count too.
+    /// The variant and the id through rustc-hash's FxHasher, folded so the high bits count too.
     fn bit(&self, key: &SourceLink) -> u64 {
+        use std::hash::Hasher as _;
         let (tag, id) = match key {
             SourceLink::ToolResult { call_id } => (1u8, call_id),
             SourceLink::Message { message_id } => (2u8, message_id),
         };
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for &b in std::iter::once(&tag).chain(id.as_bytes()) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
+        let mut hasher = rustc_hash::FxHasher::default();
+        hasher.write_u8(tag);
+        hasher.write(id.as_bytes());
+        let h = hasher.finish();
         (h ^ (h >> 29) ^ (h >> 47)) & self.mask
     }
 }

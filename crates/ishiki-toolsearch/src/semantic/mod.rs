@@ -48,19 +48,16 @@ pub fn tool_text(def: &ToolDef) -> String {
     text
 }
 
-/// A 64-bit hash of `bytes`, eight bytes at a time (FNV-1a's constants on words): fast enough
-/// to fingerprint a 91 MB weights file on every load (~10 ms), which is all it is for.
+/// A 64-bit hash of `bytes` (rustc-hash's FxHasher): fast enough to fingerprint a 91 MB
+/// weights file on every load, which is all it is for. A fingerprint that changes with a new
+/// rustc-hash only makes the embedding cache compute its vectors again.
 pub(crate) fn content_hash(seed: u64, bytes: &[u8]) -> u64 {
-    let mut h = seed ^ 0xcbf2_9ce4_8422_2325;
-    let (words, rest) = bytes.as_chunks::<8>();
-    for w in words {
-        h = (h ^ u64::from_le_bytes(*w)).wrapping_mul(0x0100_0000_01b3);
-        h ^= h >> 29;
-    }
-    for b in rest {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^ bytes.len() as u64
+    use std::hash::Hasher as _;
+    let mut hasher = rustc_hash::FxHasher::default();
+    hasher.write_u64(seed);
+    hasher.write(bytes);
+    hasher.write_usize(bytes.len());
+    hasher.finish()
 }
 
 /// Embeddings of tool texts, kept on disk between runs: a JSON object
