@@ -109,7 +109,7 @@ pub use attachments::{AttachmentContent, AttachmentItem, Lifetime, parse_attachm
 pub use config::{Limits, SandboxConfig, WorkerSpawn};
 pub use confine::{ConfinementLayer, ConfinementReport, confinement_report};
 pub use error::{CodemodeError, CodemodeErrorKind};
-pub use host::{Outcome, Sandbox};
+pub use host::{MAX_EXACT_INTEGER, Outcome, Sandbox};
 #[doc(hidden)]
 pub use probe::run_confinement_probe;
 pub use tool::{CallableTool, RESERVED_TOOL_NAMES, ToolFailure};

@@ -224,7 +224,8 @@ pub(crate) fn check_size(name: &str, raw: &Value, max: u64) -> Result<(), ToolEr
 }
 
 /// The largest integer a JSON number carries exactly everywhere it goes (a codemode program's
-/// numbers are doubles): 2^53 - 1.
+/// numbers are doubles): 2^53 - 1, the same limit codemode holds calls from programs to
+/// (`ishiki_codemode::MAX_EXACT_INTEGER`; a test checks they agree).
 const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
 
 /// The first number in a tool input that cannot be carried exactly, as an error text: an
@@ -293,6 +294,13 @@ impl io::Write for Counter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One rule for big integers, direct calls and programs alike (issue 28, point 3).
+    #[cfg(feature = "codemode")]
+    #[test]
+    fn direct_calls_and_programs_share_one_exact_integer_limit() {
+        assert_eq!(MAX_EXACT_INTEGER, ishiki_codemode::MAX_EXACT_INTEGER);
+    }
     use serde_json::json;
 
     #[test]

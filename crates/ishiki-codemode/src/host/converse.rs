@@ -233,7 +233,7 @@ pub(super) async fn call_tool(
     let name = tool.name().to_owned();
     if let Some((path, number)) = inexact_number(&input) {
         return Ok(Err(format!(
-            "invalid input for tools.{name}: the number at {path} ({number}) is beyond 2^53, where JavaScript numbers are no longer exact integers; pass it as a string"
+            "invalid input for tools.{name}: the number at {path} ({number}) is beyond ±{MAX_EXACT_INTEGER} (2^53 - 1), past which JavaScript numbers are no longer exact integers; pass it as a string"
         )));
     }
     match inner.validators.check(tool.input_schema(), &input) {
@@ -288,19 +288,23 @@ pub(super) async fn call_tool(
     Ok(Ok((output, text)))
 }
 
-/// 2^53: past it, a double no longer holds every integer, so a program's big integer (an id,
-/// a byte offset) has already been rounded by the time it reaches a tool.
-pub(super) const EXACT_LIMIT: u64 = 1 << 53;
+/// The largest integer a program's number carries exactly: 2^53 - 1, JavaScript's
+/// `Number.MAX_SAFE_INTEGER`. Past it a double no longer holds every integer, so a program's
+/// big integer (an id, a byte offset) has already been rounded by the time it reaches a tool;
+/// 2^53 itself is one (2^53 + 1 arrives as it). The runtime refuses the same numbers in
+/// direct calls (`ishiki-core`'s guard checks its limit against this one).
+pub const MAX_EXACT_INTEGER: u64 = (1 << 53) - 1;
 
-/// The first number in `value` whose magnitude is beyond 2^53, with its JSON Pointer path.
+/// The first number in `value` whose magnitude is beyond [`MAX_EXACT_INTEGER`], with its JSON
+/// Pointer path.
 pub(super) fn inexact_number(value: &Value) -> Option<(String, serde_json::Number)> {
     fn walk(value: &Value, path: &mut String) -> Option<(String, serde_json::Number)> {
         match value {
             Value::Number(number) => {
                 let beyond = match (number.as_u64(), number.as_i64(), number.as_f64()) {
-                    (Some(n), _, _) => n > EXACT_LIMIT,
-                    (None, Some(n), _) => n.unsigned_abs() > EXACT_LIMIT,
-                    (None, None, Some(n)) => n.abs() > EXACT_LIMIT as f64,
+                    (Some(n), _, _) => n > MAX_EXACT_INTEGER,
+                    (None, Some(n), _) => n.unsigned_abs() > MAX_EXACT_INTEGER,
+                    (None, None, Some(n)) => n.abs() > MAX_EXACT_INTEGER as f64,
                     (None, None, None) => false,
                 };
                 beyond.then(|| {

@@ -25,6 +25,7 @@ mod spawn;
 #[cfg(test)]
 mod tests;
 
+pub use converse::MAX_EXACT_INTEGER;
 use converse::*;
 use peer::*;
 use spawn::*;

@@ -194,12 +194,19 @@ async fn integers_past_2_pow_53_in_tool_input_are_refused_and_the_rest_arrive_ex
         vec![tool.clone()],
     )
     .await;
-    insta::assert_snapshot!(format!("{refused}\n{negative}\n{bigint}"));
+    // 2^53 may be 2^53 + 1 already rounded: past Number.MAX_SAFE_INTEGER, refused too.
+    let at_2_pow_53 = outcome(
+        &sandbox,
+        "try { await tools.keep({ n: 2 ** 53 }); return 'sent'; } catch (e) { return e.message; }",
+        vec![tool.clone()],
+    )
+    .await;
+    insta::assert_snapshot!(format!("{refused}\n{negative}\n{bigint}\n{at_2_pow_53}"));
     assert!(seen.lock().expect("lock").is_empty());
 
     let exact = outcome(
         &sandbox,
-        "await tools.keep({ n: [2 ** 53, -(2 ** 53), 9007199254740991, 0.1 + 0.2, 5e-324, 123.456e-7, -0, 1e-300] }); return 'sent'",
+        "await tools.keep({ n: [2 ** 53 - 1, -(2 ** 53 - 1), 9007199254740991, 0.1 + 0.2, 5e-324, 123.456e-7, -0, 1e-300] }); return 'sent'",
         vec![tool],
     )
     .await;
@@ -212,8 +219,8 @@ async fn integers_past_2_pow_53_in_tool_input_are_refused_and_the_rest_arrive_ex
         .map(|n| n.as_f64().expect("number"))
         .collect();
     let expected: [f64; 8] = [
-        9_007_199_254_740_992.0,
-        -9_007_199_254_740_992.0,
+        9_007_199_254_740_991.0,
+        -9_007_199_254_740_991.0,
         9_007_199_254_740_991.0,
         0.1 + 0.2,
         5e-324,
