@@ -8,7 +8,7 @@
 //! - history stores resource references and source links, never a request's display choice
 //!   (PRJ-1): attachment messages are recomputed by the projection for every request.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -406,6 +406,9 @@ pub struct Runtime {
     outlet: Outlet,
     /// Every registered tool with its definition, read once at start (definitions are fixed).
     tools: Vec<(ToolDef, Arc<dyn Tool>)>,
+    /// The names of the built-in tools, which cannot be replaced or removed. Known from where
+    /// they were made, not from a definition's `origin` label, which any tool may set.
+    builtins: BTreeSet<String>,
     validators: HashMap<String, Arc<jsonschema::Validator>>,
     sandbox: Option<builtin::Sandbox>,
     /// Behind a mutex only so that `Runtime` is `Sync` (stores need only be `Send`), which lets
@@ -578,9 +581,7 @@ impl Runtime {
     }
 
     fn is_builtin(&self, name: &str) -> bool {
-        self.tools
-            .iter()
-            .any(|(d, _)| d.name == name && d.origin.as_deref() == Some("builtin"))
+        self.builtins.contains(name)
     }
 
     fn tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {

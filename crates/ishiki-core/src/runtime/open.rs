@@ -113,10 +113,16 @@ impl Runtime {
         tools.push(Arc::new(builtin::SendMessageTool::new(shared.clone())));
         tools.push(Arc::new(builtin::ControlTool::finish()));
         tools.push(Arc::new(builtin::ControlTool::wait()));
+        let registered = b.tools.len();
         tools.extend(b.tools);
         if let Some(index) = codemode_index {
             builtin::programs::insert_tool(&mut tools, index, toolsearch_on);
         }
+        // Everything before the registered tools is built in (codemode among them).
+        let builtins: BTreeSet<String> = tools[..tools.len() - registered]
+            .iter()
+            .map(|t| t.definition().name)
+            .collect();
         let mut validators = HashMap::new();
         let mut seen = BTreeSet::new();
         for tool in &tools {
@@ -236,6 +242,7 @@ impl Runtime {
             shared,
             outlet: Outlet::new(artifacts).with_budget(b.budget),
             tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
+            builtins,
             validators,
             sandbox,
             store: Mutex::new(store),

@@ -75,6 +75,33 @@ fn ts5_built_in_tools_and_invalid_schemas_cannot_be_added_or_removed() {
     assert!(!rt.remove_tool("nothing"), "nothing to remove");
 }
 
+/// Whether a tool is built in is known from where the runtime made it, not from the `origin`
+/// label of its definition (issue 28, point 3): a plug-in tool that labels itself `builtin`
+/// can still be replaced and removed, and the codemode tool cannot.
+#[test]
+fn a_tool_that_labels_itself_builtin_is_still_a_registered_one() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut rt = runtime(dir.path(), "codemode: { enable: true }\n");
+    let labelled = |description: &str| -> Arc<dyn Tool> {
+        Arc::new(Named {
+            def: ToolDef::new("lookup", description, json!({ "type": "object" }))
+                .with_origin("builtin"),
+        })
+    };
+    rt.add_tool(labelled("first")).expect("added");
+    rt.add_tool(labelled("second"))
+        .expect("a registered tool is replaced, whatever its label says");
+    assert!(rt.remove_tool("lookup"), "and removed");
+    let codemode = rt
+        .add_tool(Named::deferred("codemode", "not the real one"))
+        .expect_err("codemode is built in");
+    assert_eq!(
+        codemode.message(),
+        "the tool `codemode` is built in and cannot be replaced"
+    );
+    assert!(!rt.remove_tool("codemode"));
+}
+
 /// A definition the catalog would refuse (an empty name, a space in the name, a schema that
 /// is not an object) never reaches the catalog or a delta: refused at build and after start.
 #[test]
