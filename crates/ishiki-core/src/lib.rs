@@ -164,10 +164,7 @@ pub use store::{
     Batch, Durability, HistoryStore, MemoryStore, StoreError, StoreErrorKind, StoredAttachment,
     StoredMessage, StoredState,
 };
-pub use tool::{
-    DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind, default_display,
-    is_content_block,
-};
+pub use tool::{Tool, ToolContext, ToolError, ToolErrorKind, default_display, is_content_block};
 
 /// Re-exported so tool authors and embedders need no direct dependency for these types.
 #[cfg(feature = "codemode")]

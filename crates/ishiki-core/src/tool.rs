@@ -1,18 +1,16 @@
 //! The [`Tool`] trait: a tool's definition, its raw `execute`, its model-facing display, and
-//! its direct call ([`Tool::call_direct`], with the [`DirectCall`] the runtime lends it).
+//! what programs see of it. A direct call from the model runs `execute` under the call's
+//! limits and shows [`Tool::to_model_output`] through the outlet; only core's built-ins serve
+//! direct calls otherwise (`builtin::direct`), so this module knows nothing of the runtime.
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use ishiki_outlet::{Display, DisplayPart, Emitted, Media, MediaRef, Outlet};
-use ishiki_projection::Lifetime;
+use ishiki_outlet::{Display, DisplayPart, Media};
 use ishiki_toolsearch::ToolDef;
 use serde_json::Value;
-
-use crate::builtin::Shared;
-use crate::guard::CallLimits;
 
 /// Which call a tool runs for: direct calls have their own id; calls from a codemode program
 /// carry the id of the outer `codemode` call (attachments belong to it, CM-6).
@@ -134,154 +132,6 @@ pub trait Tool: Send + Sync + fmt::Debug {
     /// model's turn, which only the model does) return `false`.
     fn callable_from_programs(&self) -> bool {
         true
-    }
-
-    /// A direct call from the model: what the model will read of it. The default runs
-    /// [`Tool::execute`] under the call's limits ([`DirectCall::execute`]), renders the raw
-    /// result with [`Tool::to_model_output`] and sends it through the outlet
-    /// ([`DirectCall::emit`]). A tool that serves the model differently from programs
-    /// overrides it: the built-in `read` pages text and attaches media, `codemode` runs a
-    /// program.
-    async fn call_direct(
-        &self,
-        input: Value,
-        call: &DirectCall<'_>,
-    ) -> Result<DirectOutput, ToolError> {
-        let raw = call.execute(input).await?;
-        call.emit(self.to_model_output(&raw))
-    }
-}
-
-/// What the runtime lends one direct call (see [`Tool::call_direct`]): the call's context and
-/// limits (`tools.timeoutMs`, `tools.maxResultBytes`), the outlet that decides what the model
-/// reads (OUT-1), and, for the built-in tools, the runtime's services (resource center,
-/// catalog, registered tools, codemode sandbox). Only the runtime builds one.
-#[derive(Debug)]
-pub struct DirectCall<'a> {
-    /// The called tool, so that [`DirectCall::execute`] can run it on the blocking pool.
-    pub(crate) tool: Arc<dyn Tool>,
-    pub(crate) name: &'a str,
-    pub(crate) context: &'a ToolContext,
-    pub(crate) limits: CallLimits,
-    pub(crate) outlet: &'a Outlet,
-    #[cfg_attr(
-        not(feature = "codemode"),
-        expect(dead_code, reason = "programs read it")
-    )]
-    pub(crate) shared: &'a Arc<Shared>,
-    /// Every registered tool with its definition (what a program may call is chosen from it).
-    #[cfg_attr(
-        not(feature = "codemode"),
-        expect(dead_code, reason = "programs read it")
-    )]
-    pub(crate) tools: &'a [(ToolDef, Arc<dyn Tool>)],
-    #[cfg_attr(
-        not(feature = "codemode"),
-        expect(dead_code, reason = "programs read it")
-    )]
-    pub(crate) sandbox: Option<&'a crate::builtin::Sandbox>,
-}
-
-impl DirectCall<'_> {
-    /// Which call this is.
-    pub fn context(&self) -> &ToolContext {
-        self.context
-    }
-
-    /// Runs the called tool's [`Tool::execute`] under the call's limits: it fails when the
-    /// deadline passes first (the work is abandoned), when the tool panics, or when the raw
-    /// result is larger than the cap.
-    pub async fn execute(&self, input: Value) -> Result<Value, ToolError> {
-        crate::guard::execute(
-            self.tool.clone(),
-            self.name,
-            input,
-            self.context,
-            &self.limits,
-        )
-        .await
-    }
-
-    /// Sends a display through the outlet: the text the model reads (budgeted, with a
-    /// continuation when there is more) and its media as attachments of lifetime `once`.
-    pub fn emit(&self, display: Display) -> Result<DirectOutput, ToolError> {
-        self.emit_with(display, &[])
-    }
-
-    /// [`DirectCall::emit`] with the lifetimes asked for the attachments, in order.
-    pub(crate) fn emit_with(
-        &self,
-        display: Display,
-        lifetimes: &[Lifetime],
-    ) -> Result<DirectOutput, ToolError> {
-        let emitted = self.outlet.emit(self.name, cap_media(display))?;
-        Ok(DirectOutput::from_emitted(emitted, lifetimes))
-    }
-}
-
-/// The most media items one tool result shows the model; a program's `attachments[]` has the
-/// same cap. More would queue for hundreds of requests and keep later images out.
-pub(crate) const MAX_MEDIA_PER_RESULT: usize = 32;
-
-/// Keeps the first [`MAX_MEDIA_PER_RESULT`] media items of a display and puts one note where
-/// the rest would have been shown.
-fn cap_media(display: Display) -> Display {
-    let total = display
-        .parts
-        .iter()
-        .filter(|p| matches!(p, DisplayPart::Media(_)))
-        .count();
-    if total <= MAX_MEDIA_PER_RESULT {
-        return display;
-    }
-    let mut kept = 0;
-    let mut parts = Vec::with_capacity(display.parts.len() - (total - MAX_MEDIA_PER_RESULT) + 1);
-    for part in display.parts {
-        match part {
-            DisplayPart::Media(media) if kept < MAX_MEDIA_PER_RESULT => {
-                kept += 1;
-                parts.push(DisplayPart::Media(media));
-            }
-            DisplayPart::Media(_) => {}
-            DisplayPart::Text(text) => parts.push(DisplayPart::Text(text)),
-        }
-    }
-    parts.push(DisplayPart::Text(format!(
-        "[{} more media items of this result were left out: a result shows at most {MAX_MEDIA_PER_RESULT}]",
-        total - MAX_MEDIA_PER_RESULT
-    )));
-    Display { parts }
-}
-
-/// The outcome of a direct call as the model will see it: text, attachments with their
-/// lifetimes, and the `read` input that continues the text, if there is more. Made by
-/// [`DirectCall::emit`].
-#[derive(Debug)]
-pub struct DirectOutput {
-    pub(crate) text: String,
-    pub(crate) attachments: Vec<(MediaRef, Lifetime)>,
-    pub(crate) continuation: Option<String>,
-}
-
-impl DirectOutput {
-    /// Pairs the outlet's attachments, in order, with the lifetimes asked for (default once).
-    pub(crate) fn from_emitted(emitted: Emitted, lifetimes: &[Lifetime]) -> Self {
-        let attachments = emitted
-            .attachments
-            .into_iter()
-            .enumerate()
-            .map(|(k, m)| (m, lifetimes.get(k).copied().unwrap_or(Lifetime::Once)))
-            .collect();
-        Self {
-            text: emitted.text,
-            attachments,
-            continuation: emitted.continuation.map(|c| c.url),
-        }
-    }
-
-    /// The text the model reads.
-    pub fn text(&self) -> &str {
-        &self.text
     }
 }
 

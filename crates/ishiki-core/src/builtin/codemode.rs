@@ -11,10 +11,11 @@ use ishiki_resources::ReadResult;
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
 
+use super::direct::{DirectCall, DirectOutput, DirectTool, MAX_MEDIA_PER_RESULT};
 use super::{Shared, builtin_def};
 #[cfg(feature = "codemode")]
 use crate::guard::CallLimits;
-use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind};
+use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 #[cfg(feature = "codemode")]
 use ishiki_codemode::AttachmentContent as CmContent;
 #[cfg(feature = "codemode")]
@@ -79,7 +80,10 @@ impl Tool for CodemodeTool {
     fn callable_from_programs(&self) -> bool {
         false
     }
+}
 
+#[async_trait]
+impl DirectTool for CodemodeTool {
     /// Runs the program in the sandbox the runtime lends the call, with the tools callable now
     /// (CM-1, CM-2); the outcome's display goes through the outlet with the lifetimes its
     /// attachments asked for (CM-5..CM-7).
@@ -194,7 +198,7 @@ fn callable_tools(
 
 /// The most attachments one program result may declare (issue 13): more is an error, before
 /// anything is read.
-pub(crate) const MAX_ATTACHMENTS_PER_RESULT: usize = crate::tool::MAX_MEDIA_PER_RESULT;
+pub(crate) const MAX_ATTACHMENTS_PER_RESULT: usize = MAX_MEDIA_PER_RESULT;
 
 /// The display of a program's outcome: the returned value as JSON, captured console output,
 /// then the declared attachments (CM-5..CM-7). Media returned by tools inside the program is

@@ -15,6 +15,7 @@ use crate::profile::Assembly;
 #[cfg(feature = "codemode")]
 mod codemode;
 mod control;
+mod direct;
 pub(crate) mod programs;
 mod read;
 mod search;
@@ -23,6 +24,7 @@ mod send_message;
 #[cfg(feature = "codemode")]
 pub(crate) use codemode::CodemodeTool;
 pub(crate) use control::ControlTool;
+pub(crate) use direct::{DirectCall, DirectTool, call_plain};
 pub(crate) use programs::{ProgramSettings, Sandbox};
 pub(crate) use read::ReadTool;
 pub(crate) use search::SearchTool;

@@ -67,19 +67,31 @@ pub(crate) fn check_available(enabled: bool) -> Result<(), RuntimeError> {
 /// of the resident tools a program may call; it is fixed at start so the prefix stays stable
 /// (later tools come with deltas).
 #[cfg(feature = "codemode")]
-pub(crate) fn insert_tool(tools: &mut Vec<Arc<dyn Tool>>, index: usize, toolsearch_on: bool) {
+pub(crate) fn insert_tool(
+    tools: &mut Vec<Arc<dyn Tool>>,
+    index: usize,
+    toolsearch_on: bool,
+) -> Option<Arc<dyn super::DirectTool>> {
     let resident: Vec<ToolDef> = tools
         .iter()
         .filter(|t| t.callable_from_programs())
         .map(|t| t.program_view().unwrap_or_else(|| t.clone()).definition())
         .filter(|d| d.resident || !toolsearch_on)
         .collect();
-    tools.insert(index, Arc::new(super::CodemodeTool::new(&resident)));
+    let codemode = Arc::new(super::CodemodeTool::new(&resident));
+    tools.insert(index, codemode.clone());
+    Some(codemode)
 }
 
 /// Without programs there is no codemode tool (a profile that asks for one was refused).
 #[cfg(not(feature = "codemode"))]
-pub(crate) fn insert_tool(_: &mut [Arc<dyn Tool>], _: usize, _: bool) {}
+pub(crate) fn insert_tool(
+    _: &mut [Arc<dyn Tool>],
+    _: usize,
+    _: bool,
+) -> Option<Arc<dyn super::DirectTool>> {
+    None
+}
 
 /// The sandbox a runtime runs programs in: none when programs are off; the shared one when the
 /// builder was given one; otherwise a pool of its own from the builder's settings.

@@ -10,9 +10,10 @@ use ishiki_resources::ReadResult;
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
 
+use super::direct::{DirectCall, DirectOutput, DirectTool};
 use super::{Shared, builtin_def, string_field};
 use crate::message::ModelError;
-use crate::tool::{DirectCall, DirectOutput, Tool, ToolContext, ToolError, ToolErrorKind};
+use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 
 /// `read({ url, lifetime? })`: raw result for programs, pages and attachments for direct calls.
 #[derive(Debug)]
@@ -112,7 +113,10 @@ impl Tool for ReadTool {
         serde_json::to_value(result)
             .map_err(|e| ToolError::new(format!("cannot encode the read result: {e}")))
     }
+}
 
+#[async_trait]
+impl DirectTool for ReadTool {
     /// Served by [`read_direct`] under the call's deadline, not through `execute`: text pages
     /// and media attachments come from the outlet.
     async fn call_direct(

@@ -11,11 +11,12 @@ use super::{
     CallReport, CatalogBlob, Entry, PlannedCall, Runtime, stored_message, stored_record, to_json,
     validation_error,
 };
+use crate::builtin::{self, DirectCall};
 use crate::convert;
 use crate::error::RuntimeError;
 use crate::message::{Message, Model, Part, Role};
 use crate::store::Batch;
-use crate::tool::{DirectCall, ToolContext, ToolErrorKind};
+use crate::tool::{ToolContext, ToolErrorKind};
 
 impl Runtime {
     /// Executes the committed response's calls in order, passes each result through the
@@ -195,7 +196,11 @@ impl Runtime {
             tools: &self.tools,
             sandbox: self.sandbox.as_ref(),
         };
-        let outcome = tool.call_direct(call.input.clone(), &direct).await;
+        let input = call.input.clone();
+        let outcome = match self.direct.get(&call.name) {
+            Some(builtin) => builtin.call_direct(input, &direct).await,
+            None => builtin::call_plain(tool.as_ref(), input, &direct).await,
+        };
         match outcome {
             Ok(done) => {
                 let now = self.now();

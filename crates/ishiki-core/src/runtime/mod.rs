@@ -409,6 +409,9 @@ pub struct Runtime {
     /// The names of the built-in tools, which cannot be replaced or removed. Known from where
     /// they were made, not from a definition's `origin` label, which any tool may set.
     builtins: BTreeSet<String>,
+    /// The built-ins that serve a direct call their own way (`read`, `codemode`); every other
+    /// tool is served by `builtin::call_plain`.
+    direct: HashMap<String, Arc<dyn builtin::DirectTool>>,
     validators: HashMap<String, Arc<jsonschema::Validator>>,
     sandbox: Option<builtin::Sandbox>,
     /// Behind a mutex only so that `Runtime` is `Sync` (stores need only be `Send`), which lets

@@ -104,8 +104,11 @@ impl Runtime {
         let shared = Arc::new(Shared::new(parts, catalog, assembly));
 
         // Built-ins first, resident: read, search, codemode, send_message, finish, wait.
-        let mut tools: Vec<Arc<dyn Tool>> =
-            vec![Arc::new(builtin::ReadTool::new(shared.clone(), false))];
+        // `read` and `codemode` serve direct calls their own way (builtin::DirectTool).
+        let read = Arc::new(builtin::ReadTool::new(shared.clone(), false));
+        let mut direct: HashMap<String, Arc<dyn builtin::DirectTool>> = HashMap::new();
+        direct.insert("read".to_owned(), read.clone());
+        let mut tools: Vec<Arc<dyn Tool>> = vec![read];
         if toolsearch_on {
             tools.push(Arc::new(builtin::SearchTool::new(shared.clone())));
         }
@@ -115,8 +118,10 @@ impl Runtime {
         tools.push(Arc::new(builtin::ControlTool::wait()));
         let registered = b.tools.len();
         tools.extend(b.tools);
-        if let Some(index) = codemode_index {
-            builtin::programs::insert_tool(&mut tools, index, toolsearch_on);
+        if let Some(index) = codemode_index
+            && let Some(codemode) = builtin::programs::insert_tool(&mut tools, index, toolsearch_on)
+        {
+            direct.insert("codemode".to_owned(), codemode);
         }
         // Everything before the registered tools is built in (codemode among them).
         let builtins: BTreeSet<String> = tools[..tools.len() - registered]
@@ -243,6 +248,7 @@ impl Runtime {
             outlet: Outlet::new(artifacts).with_budget(b.budget),
             tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
             builtins,
+            direct,
             validators,
             sandbox,
             store: Mutex::new(store),

@@ -12,9 +12,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use ishiki_core::{
-    Assembly, Budget, CallReport, DirectCall, DirectOutput, Display, Durability, ManualClock,
-    ModelResponse, ModelsDoc, Part, Profile, Request, Role, Runtime, Tool, ToolCall, ToolContext,
-    ToolDef, ToolError, WorkerSpawn, assemble,
+    Assembly, Budget, CallReport, Display, Durability, ManualClock, ModelResponse, ModelsDoc, Part,
+    Profile, Request, Role, Runtime, Tool, ToolCall, ToolContext, ToolDef, ToolError, WorkerSpawn,
+    assemble,
 };
 use serde_json::{Value, json};
 
@@ -392,9 +392,9 @@ async fn read1_program_gets_the_raw_result_and_a_direct_call_gets_pages_and_atta
     assert_eq!(image_urls(&request), vec![att.url.clone()]);
 }
 
-/// `shout`: serves the model and programs differently, through the same trait methods the
-/// built-in `read` overrides: a direct call shows the word upper-cased (`call_direct`), a
-/// program calls its program-side view and gets the raw result.
+/// `shout`: serves the model and programs differently, through the public trait alone: a
+/// direct call shows the word upper-cased (`to_model_output`), a program calls its
+/// program-side view (`program_view`) and gets the raw result.
 #[derive(Debug)]
 struct Shout {
     for_program: bool,
@@ -435,14 +435,9 @@ impl Tool for Shout {
         (!self.for_program).then(|| Arc::new(Shout { for_program: true }) as Arc<dyn Tool>)
     }
 
-    async fn call_direct(
-        &self,
-        input: Value,
-        call: &DirectCall<'_>,
-    ) -> Result<DirectOutput, ToolError> {
-        let raw = call.execute(input).await?;
+    fn to_model_output(&self, raw: &Value) -> Display {
         let word = raw["said"].as_str().unwrap_or_default().to_uppercase();
-        call.emit(Display::text(format!("{word}!")))
+        Display::text(format!("{word}!"))
     }
 }
 
