@@ -211,9 +211,9 @@ impl Runtime {
     ///
     /// The context engine runs here ([`crate::context`]): past `context.foldAt` the oldest
     /// results are folded (archived, then shown as stubs); when folding is not enough, the
-    /// request comes with a [`CompactionRequest`] ([`Prepared::compaction`]) for
-    /// [`Runtime::compact`]. What it changed is in [`Prepared::context`] and is committed
-    /// with the response.
+    /// request comes with a [`CompactionRequest`](super::CompactionRequest)
+    /// ([`Prepared::compaction`]) for [`Runtime::compact`]. What it changed is in
+    /// [`Prepared::context`] and is committed with the response.
     pub fn prepare(&mut self) -> Result<Prepared, RuntimeError> {
         self.prepare_with(None)
     }
