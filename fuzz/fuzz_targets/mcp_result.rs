@@ -3,7 +3,7 @@
 //! an `isError` result is always an error.
 #![no_main]
 
-use ishiki_mcp::{map_call_result, model_result};
+use ishiki_mcp::{ResultShape, map_call_result, model_result};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -17,8 +17,8 @@ fuzz_target!(|data: &[u8]| {
         .map_or(0, Vec::len);
     let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
     for mapped in [
-        map_call_result(&result, false),
-        map_call_result(&result, true),
+        map_call_result(&result, ResultShape::Content),
+        map_call_result(&result, ResultShape::Structured),
         model_result(&result),
     ] {
         match mapped {

@@ -21,7 +21,7 @@
 //! ```
 //! use std::path::Path;
 //! use ishiki_cli::scenario::{self, Step};
-//! use ishiki_cli::transcript::{Event, End, Format, TranscriptWriter};
+//! use ishiki_cli::transcript::{Data, Event, End, Format, TranscriptWriter};
 //!
 //! let yaml = r#"
 //! version: 1
@@ -38,7 +38,7 @@
 //! assert_eq!(scenario.workspace[0].bytes, b"line 1\nline 2\n");
 //! assert!(matches!(scenario.steps[1], Step::Model(_)));
 //!
-//! let mut out = TranscriptWriter::new(Vec::new(), Format::Json, false);
+//! let mut out = TranscriptWriter::new(Vec::new(), Format::Json, Data::Omit);
 //! out.emit(Event::End(End { steps: 2 })).expect("writes to memory");
 //! assert_eq!(out.into_inner(), b"{\"event\":\"end\",\"steps\":2}\n");
 //! ```

@@ -325,7 +325,7 @@ mod tests {
         let mut w = crate::transcript::TranscriptWriter::new(
             Vec::new(),
             crate::transcript::Format::Pretty,
-            true,
+            crate::transcript::Data::Include,
         );
         for e in sample_events() {
             w.emit(e).expect("vec");

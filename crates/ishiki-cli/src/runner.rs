@@ -17,8 +17,8 @@ use crate::fixture_tools::{
 use crate::interpolate::{CallInput, continuation_input};
 use crate::scenario::{Scenario, Step, ToolSpec, VisionAnswer};
 use crate::transcript::{
-    Continuation, Dropped, End, ErrorEvent, Event, Format, Inbound, ModelFailed, RequestEvent,
-    Sent, ToolResultEvent, TranscriptWriter,
+    Continuation, Data, Dropped, End, ErrorEvent, Event, Format, Inbound, ModelFailed,
+    RequestEvent, Sent, ToolResultEvent, TranscriptWriter,
 };
 
 /// Options of one run.
@@ -88,7 +88,12 @@ pub fn run(options: &RunOptions, out: &mut dyn Write, err: &mut dyn Write) -> Ex
             return Exit::Failed;
         }
     };
-    let mut writer = TranscriptWriter::new(out, options.format, !options.no_data);
+    let data = if options.no_data {
+        Data::Omit
+    } else {
+        Data::Include
+    };
+    let mut writer = TranscriptWriter::new(out, options.format, data);
     let mut warnings = Vec::new();
     let result =
         runtime.block_on(Runner::new(&scenario, &state, options).run(&mut writer, &mut warnings));

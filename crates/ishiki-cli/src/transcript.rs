@@ -220,6 +220,15 @@ impl std::error::Error for TranscriptError {
     }
 }
 
+/// Whether a transcript prints media bytes (base64 `data` fields) or leaves them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Data {
+    /// Every `data` field as the runtime produced it.
+    Include,
+    /// `--no-data`: `data` fields left out (the URLs, types and sizes stay).
+    Omit,
+}
+
 /// Prints events as they happen and keeps the referable ones, so later steps can refer to
 /// them.
 #[derive(Debug)]
@@ -232,12 +241,12 @@ pub struct TranscriptWriter<W> {
 }
 
 impl<W: Write> TranscriptWriter<W> {
-    /// A writer printing to `out`; `include_data: false` is `--no-data`.
-    pub fn new(out: W, format: Format, include_data: bool) -> Self {
+    /// A writer printing to `out`; [`Data::Omit`] is `--no-data`.
+    pub fn new(out: W, format: Format, data: Data) -> Self {
         Self {
             out,
             format,
-            include_data,
+            include_data: data == Data::Include,
             emitted: 0,
             by_id: HashMap::new(),
         }
@@ -447,7 +456,7 @@ mod tests {
 
     #[test]
     fn events_print_in_contract_field_order() {
-        let mut w = TranscriptWriter::new(Vec::new(), Format::Json, true);
+        let mut w = TranscriptWriter::new(Vec::new(), Format::Json, Data::Include);
         for e in sample_events() {
             w.emit(e).expect("write to a vec");
         }
@@ -457,7 +466,7 @@ mod tests {
 
     #[test]
     fn no_data_removes_base64_only() {
-        let mut w = TranscriptWriter::new(Vec::new(), Format::Json, false);
+        let mut w = TranscriptWriter::new(Vec::new(), Format::Json, Data::Omit);
         for e in sample_events() {
             w.emit(e).expect("write to a vec");
         }
@@ -487,7 +496,7 @@ mod tests {
 
     #[test]
     fn writer_looks_up_inbound_and_results_by_id() {
-        let mut w = TranscriptWriter::new(io::sink(), Format::Json, false);
+        let mut w = TranscriptWriter::new(io::sink(), Format::Json, Data::Omit);
         for e in sample_events() {
             w.emit(e).expect("sink");
         }

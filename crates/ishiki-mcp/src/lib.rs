@@ -85,18 +85,18 @@
 //! The mapping itself is a pure function:
 //!
 //! ```
-//! use ishiki_mcp::map_call_result;
+//! use ishiki_mcp::{ResultShape, map_call_result};
 //! use serde_json::json;
 //!
 //! let shot = json!({ "content": [
 //!     { "type": "text", "text": "Here's the image you requested:" },
 //!     { "type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo=" }
 //! ]});
-//! let raw = map_call_result(&shot, false).unwrap();
+//! let raw = map_call_result(&shot, ResultShape::Content).unwrap();
 //! assert_eq!(raw[1]["mimeType"], "image/png");
 //!
 //! let failed = json!({ "isError": true, "content": [{ "type": "text", "text": "no such file" }] });
-//! assert_eq!(map_call_result(&failed, false).unwrap_err(), "no such file");
+//! assert_eq!(map_call_result(&failed, ResultShape::Content).unwrap_err(), "no such file");
 //! ```
 
 mod client;
@@ -116,7 +116,7 @@ use std::sync::Arc;
 pub use config::{DEFAULT_TIMEOUT, McpServerConfig};
 pub use elicit::{AcceptDefaults, ElicitAnswer, ElicitRequest, Elicitor, apply_defaults};
 pub use error::{McpError, McpErrorKind};
-pub use result::{map_call_result, model_result};
+pub use result::{ResultShape, map_call_result, model_result};
 pub use server::{MAX_LIST_BYTES, MAX_LIST_PAGES, MAX_LISTED_TOOLS, McpServer, ToolListChange};
 pub use tool::{McpTool, ToolsDelta, apply_tool_changes, server_tools, sync_tools};
 

@@ -6,6 +6,15 @@ use base64::Engine as _;
 use ishiki_core::is_content_block;
 use serde_json::{Value, json};
 
+/// What a program gets from a tool call (see [`map_call_result`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultShape {
+    /// The tool declares an output schema: its `structuredContent`, when the result has one.
+    Structured,
+    /// The content blocks, as the model may read them.
+    Content,
+}
+
 /// The raw result of a call (what `execute` returns and a codemode program sees), or the text
 /// of a tool error.
 ///
@@ -18,7 +27,8 @@ use serde_json::{Value, json};
 ///
 /// An `isError` result becomes `Err` with its text blocks joined (other blocks are named, not
 /// dropped silently), so a tool failure reads like one.
-pub fn map_call_result(result: &Value, structured: bool) -> Result<Value, String> {
+pub fn map_call_result(result: &Value, shape: ResultShape) -> Result<Value, String> {
+    let structured = shape == ResultShape::Structured;
     let content = content_of(result);
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
         return Err(error_text(content, result.get("structuredContent")));
@@ -159,7 +169,7 @@ mod tests {
             { "type": "text", "text": "here" },
             { "type": "image", "data": "AAAA", "mimeType": "image/png" }
         ]});
-        let raw = map_call_result(&result, false).unwrap();
+        let raw = map_call_result(&result, ResultShape::Content).unwrap();
         assert_eq!(raw[1]["type"], "image");
         assert_eq!(raw.as_array().map(Vec::len), Some(2));
     }
@@ -170,14 +180,20 @@ mod tests {
             "content": [{ "type": "text", "text": "{\"sum\":3}" }],
             "structuredContent": { "sum": 3 }
         });
-        assert_eq!(map_call_result(&result, true).unwrap(), json!({ "sum": 3 }));
         assert_eq!(
-            map_call_result(&result, false).unwrap(),
+            map_call_result(&result, ResultShape::Structured).unwrap(),
+            json!({ "sum": 3 })
+        );
+        assert_eq!(
+            map_call_result(&result, ResultShape::Content).unwrap(),
             json!([{ "type": "text", "text": "{\"sum\":3}" }])
         );
         // A tool with a schema that sent no structured value still returns its content.
         let plain = json!({ "content": [{ "type": "text", "text": "x" }] });
-        assert_eq!(map_call_result(&plain, true).unwrap()[0]["text"], "x");
+        assert_eq!(
+            map_call_result(&plain, ResultShape::Structured).unwrap()[0]["text"],
+            "x"
+        );
     }
 
     #[test]
@@ -187,17 +203,17 @@ mod tests {
             { "type": "image", "data": "AAAA", "mimeType": "image/png" }
         ]});
         assert_eq!(
-            map_call_result(&result, false).unwrap_err(),
+            map_call_result(&result, ResultShape::Content).unwrap_err(),
             "bad input\n[image block]"
         );
         let empty = json!({ "isError": true, "content": [] });
         assert_eq!(
-            map_call_result(&empty, false).unwrap_err(),
+            map_call_result(&empty, ResultShape::Content).unwrap_err(),
             "the tool reported an error without a message"
         );
         let only_structured = json!({ "isError": true, "structuredContent": { "code": 7 } });
         assert_eq!(
-            map_call_result(&only_structured, true).unwrap_err(),
+            map_call_result(&only_structured, ResultShape::Structured).unwrap_err(),
             "{\"code\":7}"
         );
     }
@@ -211,6 +227,14 @@ mod tests {
         ]
     }
 
+    fn shape(structured: bool) -> ResultShape {
+        if structured {
+            ResultShape::Structured
+        } else {
+            ResultShape::Content
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
 
@@ -221,15 +245,18 @@ mod tests {
             structured in any::<bool>(),
         ) {
             let result = json!({ "content": content.clone() });
-            prop_assert_eq!(map_call_result(&result, structured), Ok(Value::Array(content.clone())));
+            prop_assert_eq!(map_call_result(&result, shape(structured)), Ok(Value::Array(content.clone())));
             let failed = json!({ "content": content, "isError": true });
-            let message = map_call_result(&failed, structured).unwrap_err();
+            let message = map_call_result(&failed, shape(structured)).unwrap_err();
             prop_assert!(!message.trim().is_empty());
         }
     }
 
     #[test]
     fn missing_content_is_an_empty_array() {
-        assert_eq!(map_call_result(&json!({}), false).unwrap(), json!([]));
+        assert_eq!(
+            map_call_result(&json!({}), ResultShape::Content).unwrap(),
+            json!([])
+        );
     }
 }

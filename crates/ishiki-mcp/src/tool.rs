@@ -8,7 +8,7 @@ use ishiki_core::{Runtime, Tool, ToolContext, ToolDef, ToolError};
 use serde_json::Value;
 
 use crate::error::{McpError, McpErrorKind};
-use crate::result::{map_call_result, model_result};
+use crate::result::{ResultShape, map_call_result, model_result};
 use crate::server::McpServer;
 
 /// One tool of an MCP server, callable directly and from codemode programs.
@@ -147,7 +147,14 @@ impl Tool for McpTool {
         let result = self.server.call(&self.remote, input).await?;
         match self.view {
             View::Model => model_result(&result),
-            View::Program => map_call_result(&result, self.def.output_schema.is_some()),
+            View::Program => map_call_result(
+                &result,
+                if self.def.output_schema.is_some() {
+                    ResultShape::Structured
+                } else {
+                    ResultShape::Content
+                },
+            ),
         }
         .map_err(ToolError::new)
     }

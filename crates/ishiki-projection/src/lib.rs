@@ -48,7 +48,7 @@
 //! ```
 //! use ishiki_projection::{
 //!     AttachmentConfig, AttachmentContent, AttachmentRecord, DeliveryState, Lifetime,
-//!     ProjectionInput, SourceLink, Verdict, project,
+//!     ModelInput, ProjectionInput, SourceLink, Verdict, project,
 //! };
 //!
 //! let tool_result = SourceLink::ToolResult { call_id: "c1".into() };
@@ -66,7 +66,7 @@
 //!         &ProjectionInput::new(&records, state, &config)
 //!             .active(&|_| true)
 //!             .verdict(&|_| Verdict::Available)
-//!             .model_input(true, false),
+//!             .model_input(ModelInput { images: true, audio: false }),
 //!     )
 //! };
 //!
@@ -99,6 +99,8 @@ pub mod texts {}
 pub use config::{AttachmentConfig, Lifetime, effective_image_input};
 pub use error::{ProjectionError, ProjectionErrorKind};
 pub use limits::{ImageLimits, encoded_len};
-pub use project::{AttachmentContent, AttachmentMessage, Projection, ProjectionInput, project};
+pub use project::{
+    AttachmentContent, AttachmentMessage, ModelInput, Projection, ProjectionInput, project,
+};
 pub use record::{AttachmentRecord, SourceLink, Verdict};
 pub use state::{DeliveryState, PendingChange, RecordState};

@@ -82,13 +82,23 @@ impl<'a> ProjectionInput<'a> {
 
     /// What the main model accepts: image input becomes the effective capability (the
     /// profile's `imageInput` and the model's `image` input, PRO-8), audio as given.
-    pub fn model_input(self, images: bool, audio: bool) -> Self {
+    pub fn model_input(self, input: ModelInput) -> Self {
         Self {
-            image_input: crate::effective_image_input(self.config, images),
-            audio_input: audio,
+            image_input: crate::effective_image_input(self.config, input.images),
+            audio_input: input.audio,
             ..self
         }
     }
+}
+
+/// The kinds of media the main model takes as input ([`ProjectionInput::model_input`]); named
+/// fields, since two flags in a row are easy to swap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModelInput {
+    /// The model takes images.
+    pub images: bool,
+    /// The model takes audio.
+    pub audio: bool,
 }
 
 impl fmt::Debug for ProjectionInput<'_> {

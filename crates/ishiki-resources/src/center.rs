@@ -133,12 +133,21 @@ impl SchemeHandler for FileSchemeHandler {
     }
 }
 
+/// Whether what a read returned can change after the read (RES-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// The source's current state: reading it again may return other text.
+    Current,
+    /// An immutable snapshot (`artifact://`): reading it again returns the same bytes.
+    Snapshot,
+}
+
 /// The read source of a whole-text read, for handlers that build [`ReadResult`]s themselves.
-pub fn whole_text_source(url: &Url, text: &str, snapshot: bool) -> ReadSource {
+pub fn whole_text_source(url: &Url, text: &str, freshness: Freshness) -> ReadSource {
     ReadSource {
         url: url.to_string(),
         offset: 0,
         total: text.len() as u64,
-        snapshot,
+        snapshot: freshness == Freshness::Snapshot,
     }
 }

@@ -145,7 +145,7 @@ pub use asset::{
 #[cfg(feature = "disk")]
 pub use asset::{DiskAssetStore, asset_id};
 #[cfg(feature = "center")]
-pub use center::{ResourceCenter, whole_text_source};
+pub use center::{Freshness, ResourceCenter, whole_text_source};
 pub use error::{ResourceError, ResourceErrorKind};
 #[cfg(feature = "center")]
 pub use handler::{FileScheme, ReadLimit, SchemeHandler};

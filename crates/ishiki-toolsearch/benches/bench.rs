@@ -102,7 +102,7 @@ fn main() {
     );
 
     let start = Instant::now();
-    let mut catalog = Catalog::new(true);
+    let mut catalog = Catalog::with_toolsearch();
     for t in &tools {
         catalog.add(t.clone());
     }

@@ -88,9 +88,9 @@ pub struct CatalogState {
 }
 
 impl Catalog {
-    /// An empty catalog. With `toolsearch_enabled` false there is no pool: every tool added is
-    /// treated as resident, and [`Catalog::search`] only finds tools, never changes the list.
-    pub fn new(toolsearch_enabled: bool) -> Self {
+    /// An empty catalog; without toolsearch there is no pool: every tool added is treated as
+    /// resident, and [`Catalog::search`] only finds tools, never changes the list.
+    fn empty(toolsearch_enabled: bool) -> Self {
         Self {
             enabled: toolsearch_enabled,
             tools: Vec::new(),
@@ -109,16 +109,16 @@ impl Catalog {
         }
     }
 
-    /// A catalog with toolsearch on: deferred tools wait in the pool until a search finds
-    /// them. The same as `Catalog::new(true)`.
+    /// An empty catalog with toolsearch on: deferred tools wait in the pool until a search
+    /// finds them.
     pub fn with_toolsearch() -> Self {
-        Self::new(true)
+        Self::empty(true)
     }
 
-    /// A catalog without a pool: every tool is offered from the start. The same as
-    /// `Catalog::new(false)`.
+    /// An empty catalog without a pool: every tool added is offered from the start, as if
+    /// resident, and [`Catalog::search`] only finds tools, it never changes the list.
     pub fn without_toolsearch() -> Self {
-        Self::new(false)
+        Self::empty(false)
     }
 
     /// Leaves weak hits out of [`Catalog::search`] (so they do not join the list): a hit after
@@ -459,7 +459,7 @@ mod tests {
 
     #[test]
     fn a_removed_tool_keeps_its_place_is_announced_once_and_can_come_back() {
-        let mut catalog = Catalog::new(true);
+        let mut catalog = Catalog::with_toolsearch();
         catalog.add(ToolDef {
             resident: true,
             ..deferred("a")
@@ -492,7 +492,7 @@ mod tests {
 
     #[test]
     fn replacing_a_definition_keeps_its_place() {
-        let mut catalog = Catalog::new(true);
+        let mut catalog = Catalog::with_toolsearch();
         catalog.add(ToolDef {
             resident: true,
             ..deferred("a")

@@ -6,17 +6,23 @@
 use crate::def::{ToolDef, short_description};
 use crate::signature::signatures;
 
-/// The text announcing `delta` to the model; empty when nothing joined.
-///
-/// Without signatures it lists each tool with its short description (the native tool list
-/// carries the schemas). With signatures (codemode on) it gives the TypeScript declarations,
-/// which carry the descriptions, so a program can call the tools at once.
-pub fn delta_text(delta: &[ToolDef], with_signatures: bool) -> String {
+/// How a catalog delta is announced to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaForm {
+    /// Each tool with its short description (the native tool list carries the schemas).
+    Described,
+    /// The TypeScript declarations, which carry the descriptions, so a program can call the
+    /// tools at once (codemode on).
+    Signatures,
+}
+
+/// The text announcing `delta` to the model in `form`; empty when nothing joined.
+pub fn delta_text(delta: &[ToolDef], form: DeltaForm) -> String {
     if delta.is_empty() {
         return String::new();
     }
     let names: Vec<&str> = delta.iter().map(|d| d.name.as_str()).collect();
-    if with_signatures {
+    if form == DeltaForm::Signatures {
         format!(
             "Tools added to your catalog: {}. Call them directly, or from codemode as declared:\n\n```ts\n{}\n```",
             names.join(", "),

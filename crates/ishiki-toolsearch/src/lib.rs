@@ -18,7 +18,7 @@
 //! # Example
 //!
 //! ```
-//! use ishiki_toolsearch::{Catalog, ToolDef, delta_text};
+//! use ishiki_toolsearch::{Catalog, DeltaForm, ToolDef, delta_text};
 //! use serde_json::json;
 //!
 //! // Toolsearch on: deferred tools wait in a pool until a search finds them
@@ -48,7 +48,7 @@
 //! let step2 = catalog.begin_step();
 //! assert_eq!(step2.tools[1].name, "write_file");
 //! assert_eq!(step2.delta.len(), 1);
-//! let text = delta_text(&step2.delta, true);
+//! let text = delta_text(&step2.delta, DeltaForm::Signatures);
 //! assert!(text.contains("tools.write_file(input: {"));
 //! assert!(text.contains("/** Absolute path */"));
 //! ```
@@ -96,7 +96,7 @@ mod thesaurus;
 
 pub use catalog::{Catalog, CatalogState, StepCatalog};
 pub use def::{Hit, SHORT_DESCRIPTION_CHARS, ToolDef, parse_definitions, short_description};
-pub use delta::{delta_text, removed_text};
+pub use delta::{DeltaForm, delta_text, removed_text};
 pub use error::{ToolsearchError, ToolsearchErrorKind};
 pub use index::{DEFAULT_K, ToolIndex};
 pub use signature::{signature, signatures};

@@ -23,10 +23,19 @@ pub(crate) struct ReadTool {
 }
 
 impl ReadTool {
-    pub(crate) fn new(shared: Arc<Shared>, for_program: bool) -> Self {
+    /// `read` as the model calls it: pages, attachments, an optional `lifetime`.
+    pub(crate) fn for_model(shared: Arc<Shared>) -> Self {
         Self {
             shared,
-            for_program,
+            for_program: false,
+        }
+    }
+
+    /// `read` as programs call it: raw results described by an output schema, no `lifetime`.
+    pub(crate) fn for_programs(shared: Arc<Shared>) -> Self {
+        Self {
+            shared,
+            for_program: true,
         }
     }
 }
@@ -100,7 +109,7 @@ impl Tool for ReadTool {
 
     fn program_view(&self) -> Option<Arc<dyn Tool>> {
         (!self.for_program)
-            .then(|| Arc::new(ReadTool::new(self.shared.clone(), true)) as Arc<dyn Tool>)
+            .then(|| Arc::new(ReadTool::for_programs(self.shared.clone())) as Arc<dyn Tool>)
     }
 
     async fn execute(&self, input: Value, _context: &ToolContext) -> Result<Value, ToolError> {

@@ -95,7 +95,11 @@ impl Runtime {
                 .unwrap_or_else(crate::guard::AbandonedWork::process),
         };
         let catalog = semantic_catalog(
-            Catalog::new(toolsearch_on),
+            if toolsearch_on {
+                Catalog::with_toolsearch()
+            } else {
+                Catalog::without_toolsearch()
+            },
             &assembly,
             dir,
             #[cfg(feature = "semantic")]
@@ -105,7 +109,7 @@ impl Runtime {
 
         // Built-ins first, resident: read, search, codemode, send_message, finish, wait.
         // `read` and `codemode` serve direct calls their own way (builtin::DirectTool).
-        let read = Arc::new(builtin::ReadTool::new(shared.clone(), false));
+        let read = Arc::new(builtin::ReadTool::for_model(shared.clone()));
         let mut direct: HashMap<String, Arc<dyn builtin::DirectTool>> = HashMap::new();
         direct.insert("read".to_owned(), read.clone());
         let mut tools: Vec<Arc<dyn Tool>> = vec![read];

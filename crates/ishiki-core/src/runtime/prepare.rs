@@ -270,7 +270,11 @@ impl Runtime {
                 content.push(Part::Text {
                     text: ishiki_toolsearch::delta_text(
                         &added.iter().map(|d| (*d).clone()).collect::<Vec<_>>(),
-                        with_signatures,
+                        if with_signatures {
+                            ishiki_toolsearch::DeltaForm::Signatures
+                        } else {
+                            ishiki_toolsearch::DeltaForm::Described
+                        },
                     ),
                 });
                 content.push(Part::CatalogDelta {

@@ -1,8 +1,8 @@
 //! One table-driven test per PRJ requirement (ID in the name), as far as this crate reaches.
 
 use ishiki_projection::{
-    AttachmentConfig, AttachmentRecord, DeliveryState, Lifetime, Projection, ProjectionInput,
-    SourceLink, Verdict, effective_image_input, project,
+    AttachmentConfig, AttachmentRecord, DeliveryState, Lifetime, ModelInput, Projection,
+    ProjectionInput, SourceLink, Verdict, effective_image_input, project,
 };
 
 use super::world::{World, all_text, call, embedded, msg, reasons};
@@ -875,7 +875,9 @@ fn constructors_give_the_documented_defaults() {
     assert_eq!(built, literal);
     assert_eq!(embedded(&built), ["a1"], "{built:?}");
     // A model without image input: the effective capability is off whatever the profile says.
-    let blind = project(&ProjectionInput::new(&records, &state, &config).model_input(false, false));
+    let blind = project(
+        &ProjectionInput::new(&records, &state, &config).model_input(ModelInput::default()),
+    );
     assert!(embedded(&blind).is_empty(), "{blind:?}");
     // A source that left the context is not shown.
     let gone = project(&ProjectionInput::new(&records, &state, &config).active(&|_| false));

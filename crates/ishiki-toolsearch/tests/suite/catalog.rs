@@ -24,7 +24,7 @@ fn names(tools: &[ToolDef]) -> Vec<&str> {
 
 /// The catalog of the todo-journey scenario: built-in residents and a deferred `write_file`.
 fn journey() -> Catalog {
-    let mut catalog = Catalog::new(true);
+    let mut catalog = Catalog::with_toolsearch();
     for name in [
         "read",
         "search",
@@ -122,7 +122,7 @@ fn ts2_a_search_before_the_first_step_joins_at_the_first_step() {
 
 #[test]
 fn ts3_the_list_is_append_only_in_discovery_order() {
-    let mut catalog = Catalog::new(true);
+    let mut catalog = Catalog::with_toolsearch();
     catalog.add(resident("search", "Find tools"));
     for name in ["alpha", "beta", "gamma", "delta"] {
         catalog.add(tool(name, &format!("the {name} tool")));
@@ -181,7 +181,7 @@ fn ts5_tools_added_later_enter_pool_or_join_next_step() {
 
 #[test]
 fn ts1_without_toolsearch_every_tool_is_available() {
-    let mut catalog = Catalog::new(false);
+    let mut catalog = Catalog::without_toolsearch();
     catalog.add(tool("write_file", "Write a file"));
     catalog.add(resident("read", "Read a URL"));
     let step = catalog.begin_step();

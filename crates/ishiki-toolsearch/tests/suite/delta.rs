@@ -2,11 +2,11 @@
 //! texts and shapes a model reads, as snapshots.
 
 use insta::{assert_json_snapshot, assert_snapshot};
-use ishiki_toolsearch::{Catalog, ToolDef, ToolIndex, delta_text};
+use ishiki_toolsearch::{Catalog, DeltaForm, ToolDef, ToolIndex, delta_text};
 use serde_json::json;
 
 fn journey_delta() -> Vec<ToolDef> {
-    let mut catalog = Catalog::new(true);
+    let mut catalog = Catalog::with_toolsearch();
     catalog.add(ToolDef {
         resident: true,
         ..ToolDef::new("search", "Find tools by what they do.", json!({}))
@@ -43,17 +43,17 @@ fn journey_delta() -> Vec<ToolDef> {
 
 #[test]
 fn ts4_delta_text_with_signatures() {
-    assert_snapshot!(delta_text(&journey_delta(), true));
+    assert_snapshot!(delta_text(&journey_delta(), DeltaForm::Signatures));
 }
 
 #[test]
 fn ts3_delta_text_without_signatures() {
-    assert_snapshot!(delta_text(&journey_delta(), false));
+    assert_snapshot!(delta_text(&journey_delta(), DeltaForm::Described));
 }
 
 #[test]
 fn ts3_no_delta_no_text() {
-    assert_eq!(delta_text(&[], true), "");
+    assert_eq!(delta_text(&[], DeltaForm::Signatures), "");
 }
 
 #[test]

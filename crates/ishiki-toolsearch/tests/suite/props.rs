@@ -63,7 +63,7 @@ proptest! {
         toolsearch in any::<bool>(),
         ops in prop::collection::vec(op(), 1..40),
     ) {
-        let mut catalog = Catalog::new(toolsearch);
+        let mut catalog = if toolsearch { Catalog::with_toolsearch() } else { Catalog::without_toolsearch() };
         // What was added, in order, so a restart can add it again.
         let mut added: Vec<ToolDef> = Vec::new();
         let mut previous: Option<Vec<String>> = None;
@@ -137,7 +137,7 @@ proptest! {
                 }
                 Op::Restart => {
                     let state = catalog.state();
-                    let mut restarted = Catalog::new(toolsearch);
+                    let mut restarted = if toolsearch { Catalog::with_toolsearch() } else { Catalog::without_toolsearch() };
                     for d in &added {
                         restarted.add(d.clone());
                     }

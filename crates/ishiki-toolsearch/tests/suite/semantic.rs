@@ -179,7 +179,7 @@ fn names(hits: &[ishiki_toolsearch::Hit]) -> Vec<&str> {
 #[test]
 fn ts7_a_catalog_with_the_semantic_ranker_finds_what_lexical_ranking_misses() {
     let query = "history of earlier snapshots";
-    let mut lexical = Catalog::new(true);
+    let mut lexical = Catalog::with_toolsearch();
     for def in git_tools() {
         lexical.add(def);
     }
@@ -193,7 +193,7 @@ fn ts7_a_catalog_with_the_semantic_ranker_finds_what_lexical_ranking_misses() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cache = dir.path().join("embeddings.json");
     let model = Arc::new(embedder());
-    let mut hybrid = Catalog::new(true);
+    let mut hybrid = Catalog::with_toolsearch();
     for def in git_tools() {
         hybrid.add(def);
     }
@@ -215,7 +215,7 @@ fn ts7_a_catalog_with_the_semantic_ranker_finds_what_lexical_ranking_misses() {
     assert_eq!(hybrid.semantic().expect("ranker").embedded(), 13);
 
     // A restart: the same tools, a new catalog, the same file.
-    let mut again = Catalog::new(true);
+    let mut again = Catalog::with_toolsearch();
     for def in git_tools() {
         again.add(def);
     }
@@ -234,7 +234,7 @@ fn a_damaged_embedding_cache_is_recomputed_not_trusted() {
         b"{\"model\": \"x\", \"vectors\": {\"git status: Sho",
     )
     .expect("write");
-    let mut catalog = Catalog::new(true);
+    let mut catalog = Catalog::with_toolsearch();
     for def in git_tools() {
         catalog.add(def);
     }
