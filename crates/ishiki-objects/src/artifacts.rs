@@ -3,10 +3,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ishiki_resources::{
-    ArtifactStore, FileScheme, ResourceError, ResourceErrorKind, artifact_key, artifact_name,
-    artifact_tool_component, parse_url,
-};
+use ishiki_resources::store::{artifact_key, artifact_name, artifact_tool_component};
+use ishiki_resources::{ArtifactStore, FileScheme, ResourceError, ResourceErrorKind, parse_url};
 use object_store::ObjectStore;
 use object_store::path::Path;
 use url::Url;

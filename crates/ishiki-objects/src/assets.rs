@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use ishiki_resources::store::{asset_changed, asset_id, asset_not_found, new_asset_meta};
 use ishiki_resources::{
-    AssetMeta, AssetStore, FileScheme, ResourceError, ResourceErrorKind, asset_changed, asset_id,
-    asset_not_found, asset_url, new_asset_meta,
+    AssetMeta, AssetStore, FileScheme, ResourceError, ResourceErrorKind, asset_url,
 };
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt as _};

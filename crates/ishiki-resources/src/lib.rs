@@ -136,14 +136,24 @@ mod url_text;
 #[cfg(feature = "center")]
 mod workspace;
 
-pub use artifact::{ArtifactStore, artifact_name, artifact_tool_component};
+pub use artifact::ArtifactStore;
 #[cfg(feature = "disk")]
-pub use artifact::{DiskArtifactStore, artifact_key};
-pub use asset::{
-    AssetMeta, AssetStore, asset_changed, asset_not_found, asset_url, new_asset_meta, uuid_v7_at,
-};
+pub use artifact::DiskArtifactStore;
 #[cfg(feature = "disk")]
-pub use asset::{DiskAssetStore, asset_id};
+pub use asset::DiskAssetStore;
+pub use asset::{AssetMeta, AssetStore, asset_url, uuid_v7_at};
+
+/// For whoever implements [`ArtifactStore`] or [`AssetStore`] on another backend (the
+/// `ishiki-objects` crate does): the names, keys, metadata and errors every store must give
+/// alike, so that a URL means the same in all of them.
+pub mod store {
+    #[cfg(feature = "disk")]
+    pub use crate::artifact::artifact_key;
+    pub use crate::artifact::{artifact_name, artifact_tool_component};
+    #[cfg(feature = "disk")]
+    pub use crate::asset::asset_id;
+    pub use crate::asset::{asset_changed, asset_not_found, new_asset_meta};
+}
 #[cfg(feature = "center")]
 pub use center::{Freshness, ResourceCenter, whole_text_source};
 pub use error::{ResourceError, ResourceErrorKind};

@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use url::Url;
 
+use crate::asset::asset_id;
 use crate::{
     ArtifactStore, AssetStore, DiskArtifactStore, DiskAssetStore, FileScheme, ResourceError,
-    asset_id,
 };
 
 #[async_trait]

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use ishiki_resources::store::{artifact_name, artifact_tool_component};
 use ishiki_resources::{
-    ArtifactStore, DiskArtifactStore, ReadResult, ResourceCenter, ResourceErrorKind, artifact_name,
-    artifact_tool_component,
+    ArtifactStore, DiskArtifactStore, ReadResult, ResourceCenter, ResourceErrorKind,
 };
 
 #[test]

@@ -195,7 +195,7 @@ async fn sec3_every_error_message() {
     let forged = sandbox.dir.path().join("artifacts/t");
     std::fs::create_dir_all(&forged).unwrap();
     std::fs::write(
-        forged.join(ishiki_resources::artifact_name(b"b", "txt")),
+        forged.join(ishiki_resources::store::artifact_name(b"b", "txt")),
         b"not b",
     )
     .unwrap();
