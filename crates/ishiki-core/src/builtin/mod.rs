@@ -30,22 +30,7 @@ pub(crate) use read::ReadTool;
 pub(crate) use search::SearchTool;
 pub(crate) use send_message::SendMessageTool;
 
-/// What the runtime and the built-in tools share.
-#[derive(Debug)]
-pub(crate) struct SharedParts {
-    pub(crate) center: ResourceCenter,
-    pub(crate) artifacts: Arc<dyn ArtifactStore>,
-    pub(crate) assets: Arc<dyn AssetStore>,
-    pub(crate) workspace: Arc<WorkspaceScheme>,
-    pub(crate) platform: Arc<dyn Platform>,
-    pub(crate) vision: Option<Arc<dyn VisionModel>>,
-    pub(crate) vision_target: Option<String>,
-    pub(crate) image_input: bool,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) abandoned: Arc<crate::guard::AbandonedWork>,
-}
-
-/// [`SharedParts`] plus the catalog and the assembled profile.
+/// What the runtime and the built-in tools share; the runtime builds it when it opens.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) center: ResourceCenter,
@@ -60,33 +45,16 @@ pub(crate) struct Shared {
     /// Where tool calls abandoned at their deadline are counted (crate::guard).
     pub(crate) abandoned: Arc<crate::guard::AbandonedWork>,
     pub(crate) assembly: Assembly,
-    catalog: Mutex<Catalog>,
+    /// The tool catalog (read and changed through [`Shared::catalog_mut`]).
+    pub(crate) catalog: Mutex<Catalog>,
     /// Retrieval telemetry: the latest searches of this conversation (query, hit names).
-    searches: Mutex<Vec<(String, Vec<String>)>>,
+    pub(crate) searches: Mutex<Vec<(String, Vec<String>)>>,
 }
 
 /// How many recent searches [`Shared::searches_missing`] looks back on.
 const SEARCH_LOG: usize = 64;
 
 impl Shared {
-    pub(crate) fn new(parts: SharedParts, catalog: Catalog, assembly: Assembly) -> Self {
-        Self {
-            center: parts.center,
-            artifacts: parts.artifacts,
-            assets: parts.assets,
-            workspace: parts.workspace,
-            abandoned: parts.abandoned,
-            platform: parts.platform,
-            vision: parts.vision,
-            vision_target: parts.vision_target,
-            image_input: parts.image_input,
-            clock: parts.clock,
-            assembly,
-            catalog: Mutex::new(catalog),
-            searches: Mutex::new(Vec::new()),
-        }
-    }
-
     /// Records a search and its hits for retrieval telemetry.
     pub(crate) fn record_search(&self, query: &str, hits: Vec<String>) {
         let mut log = self

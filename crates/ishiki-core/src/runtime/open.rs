@@ -79,7 +79,18 @@ impl Runtime {
         let codemode_on = assembly.profile.codemode.enable;
         builtin::programs::check_available(codemode_on)?;
         let toolsearch_on = assembly.profile.toolsearch.enable;
-        let parts = builtin::SharedParts {
+        let catalog = semantic_catalog(
+            if toolsearch_on {
+                Catalog::with_toolsearch()
+            } else {
+                Catalog::without_toolsearch()
+            },
+            &assembly,
+            dir,
+            #[cfg(feature = "semantic")]
+            b.semantic_model,
+        )?;
+        let shared = Arc::new(Shared {
             center: center.clone(),
             artifacts: artifacts.clone(),
             assets,
@@ -93,19 +104,10 @@ impl Runtime {
                 .abandoned
                 .clone()
                 .unwrap_or_else(crate::guard::AbandonedWork::process),
-        };
-        let catalog = semantic_catalog(
-            if toolsearch_on {
-                Catalog::with_toolsearch()
-            } else {
-                Catalog::without_toolsearch()
-            },
-            &assembly,
-            dir,
-            #[cfg(feature = "semantic")]
-            b.semantic_model,
-        )?;
-        let shared = Arc::new(Shared::new(parts, catalog, assembly));
+            assembly,
+            catalog: std::sync::Mutex::new(catalog),
+            searches: std::sync::Mutex::default(),
+        });
 
         // Built-ins first, resident: read, search, codemode, send_message, finish, wait.
         // `read` and `codemode` serve direct calls their own way (builtin::DirectTool).
