@@ -413,6 +413,39 @@ fn chat_refuses_a_store_it_does_not_know() {
     );
 }
 
+/// `ishiki chat` in `dir` with `args` (and `env`), refused before its first request: the model
+/// it names is never contacted. Its exit code and standard error, `dir` shown as `[tmp]`.
+fn chat_refused_at_start(
+    dir: &Path,
+    args: &[std::ffi::OsString],
+    env: &[(&str, &Path)],
+) -> (Option<i32>, String) {
+    std::fs::write(dir.join("profile.yaml"), "{}\n").expect("profile");
+    std::fs::write(
+        dir.join("models.yaml"),
+        "models:\n  main: { input: [text], provider: openai, baseUrl: \"http://127.0.0.1:9/v1\", model: test-model }\n",
+    )
+    .expect("models");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ishiki"));
+    command
+        .arg("chat")
+        .arg("--profile")
+        .arg(dir.join("profile.yaml"))
+        .arg("--models")
+        .arg(dir.join("models.yaml"))
+        .args(args)
+        .env_remove("PGHOST")
+        .stdin(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().expect("ishiki chat runs");
+    let canonical = std::fs::canonicalize(dir).expect("a canonical path");
+    let stderr =
+        String::from_utf8_lossy(&output.stderr).replace(&canonical.display().to_string(), "[tmp]");
+    (output.status.code(), stderr)
+}
+
 /// SEC-2: the README's old `--state .ishiki --workspace .` let the model read its own history
 /// through `workspace:///.ishiki/history.sqlite`; such a state directory is refused at start.
 #[test]
@@ -420,31 +453,18 @@ fn chat_refuses_a_state_dir_inside_the_workspace() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).expect("workspace");
-    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
-    // Never contacted: the session is refused before the first request.
-    std::fs::write(
-        dir.path().join("models.yaml"),
-        "models:\n  main: { input: [text], provider: openai, baseUrl: \"http://127.0.0.1:9/v1\", model: test-model }\n",
-    )
-    .expect("models");
-    let output = Command::new(env!("CARGO_BIN_EXE_ishiki"))
-        .arg("chat")
-        .arg("--profile")
-        .arg(dir.path().join("profile.yaml"))
-        .arg("--models")
-        .arg(dir.path().join("models.yaml"))
-        .arg("--state")
-        .arg(workspace.join(".ishiki"))
-        .arg("--workspace")
-        .arg(&workspace)
-        .stdin(Stdio::null())
-        .output()
-        .expect("ishiki chat runs");
-    let canonical = std::fs::canonicalize(dir.path()).expect("a canonical path");
-    let stderr =
-        String::from_utf8_lossy(&output.stderr).replace(&canonical.display().to_string(), "[tmp]");
+    let refused = chat_refused_at_start(
+        dir.path(),
+        &[
+            "--state".into(),
+            workspace.join(".ishiki").into(),
+            "--workspace".into(),
+            workspace.clone().into(),
+        ],
+        &[],
+    );
     assert_eq!(
-        (output.status.code(), stderr.as_str()),
+        (refused.0, refused.1.as_str()),
         (
             Some(1),
             "ishiki: the state directory [tmp]/ws/.ishiki is inside the workspace root [tmp]/ws, where the model could read and change its history; keep the state directory outside every workspace and local root\n"
@@ -461,33 +481,21 @@ fn chat_refuses_an_object_store_inside_the_workspace() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let workspace = dir.path().join("ws");
     std::fs::create_dir_all(&workspace).expect("workspace");
-    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
-    std::fs::write(
-        dir.path().join("models.yaml"),
-        "models:\n  main: { input: [text], provider: openai, baseUrl: \"http://127.0.0.1:9/v1\", model: test-model }\n",
-    )
-    .expect("models");
     let objects = workspace.join("objects");
-    let output = Command::new(env!("CARGO_BIN_EXE_ishiki"))
-        .arg("chat")
-        .arg("--profile")
-        .arg(dir.path().join("profile.yaml"))
-        .arg("--models")
-        .arg(dir.path().join("models.yaml"))
-        .arg("--state")
-        .arg(dir.path().join("state"))
-        .arg("--workspace")
-        .arg(&workspace)
-        .arg("--objects")
-        .arg(format!("file://{}", objects.display()))
-        .stdin(Stdio::null())
-        .output()
-        .expect("ishiki chat runs");
-    let canonical = std::fs::canonicalize(dir.path()).expect("a canonical path");
-    let stderr =
-        String::from_utf8_lossy(&output.stderr).replace(&canonical.display().to_string(), "[tmp]");
+    let refused = chat_refused_at_start(
+        dir.path(),
+        &[
+            "--state".into(),
+            dir.path().join("state").into(),
+            "--workspace".into(),
+            workspace.clone().into(),
+            "--objects".into(),
+            format!("file://{}", objects.display()).into(),
+        ],
+        &[],
+    );
     assert_eq!(
-        (output.status.code(), stderr.as_str()),
+        (refused.0, refused.1.as_str()),
         (
             Some(1),
             "ishiki: the object store (--objects) [tmp]/ws/objects is inside the workspace root [tmp]/ws, where the model could read and change what it holds; keep the object store (--objects) outside every workspace and local root\n"
@@ -506,49 +514,30 @@ fn chat_refuses_an_object_store_inside_the_workspace() {
 fn chat_refuses_a_postgres_socket_directory_inside_the_workspace() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let workspace = dir.path().join("ws");
-    std::fs::create_dir_all(workspace.join("run")).expect("workspace");
-    std::fs::write(dir.path().join("profile.yaml"), "{}\n").expect("profile");
-    std::fs::write(
-        dir.path().join("models.yaml"),
-        "models:\n  main: { input: [text], provider: openai, baseUrl: \"http://127.0.0.1:9/v1\", model: test-model }\n",
-    )
-    .expect("models");
-    let chat = |store: &str, pghost: Option<&Path>| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ishiki"));
-        command
-            .arg("chat")
-            .arg("--profile")
-            .arg(dir.path().join("profile.yaml"))
-            .arg("--models")
-            .arg(dir.path().join("models.yaml"))
-            .arg("--state")
-            .arg(dir.path().join("state"))
-            .arg("--workspace")
-            .arg(&workspace)
-            .arg("--store")
-            .arg(store)
-            .env_remove("PGHOST")
-            .stdin(Stdio::null());
-        if let Some(host) = pghost {
-            command.env("PGHOST", host);
-        }
-        let output = command.output().expect("ishiki chat runs");
-        let canonical = std::fs::canonicalize(dir.path()).expect("a canonical path");
-        let stderr = String::from_utf8_lossy(&output.stderr)
-            .replace(&canonical.display().to_string(), "[tmp]");
-        (output.status.code(), stderr)
+    let sockets = workspace.join("run");
+    std::fs::create_dir_all(&sockets).expect("workspace");
+    let chat = |store: String, env: &[(&str, &Path)]| {
+        chat_refused_at_start(
+            dir.path(),
+            &[
+                "--state".into(),
+                dir.path().join("state").into(),
+                "--workspace".into(),
+                workspace.clone().into(),
+                "--store".into(),
+                store.into(),
+            ],
+            env,
+        )
     };
     let expected = (
         Some(1),
         "ishiki: the postgres socket directory [tmp]/ws/run is inside the workspace root [tmp]/ws, where the model could read and change what it holds; keep the postgres socket directory outside every workspace and local root\n".to_owned(),
     );
-    let in_url = format!(
-        "postgresql://u@/ishiki?host={}",
-        workspace.join("run").display()
-    );
-    assert_eq!(chat(&in_url, None), expected, "a socket host in the URL");
+    let in_url = format!("postgresql://u@/ishiki?host={}", sockets.display());
+    assert_eq!(chat(in_url, &[]), expected, "a socket host in the URL");
     assert_eq!(
-        chat("postgresql://u@/ishiki", Some(&workspace.join("run"))),
+        chat("postgresql://u@/ishiki".to_owned(), &[("PGHOST", &sockets)]),
         expected,
         "a socket directory from PGHOST"
     );
