@@ -194,7 +194,10 @@ impl StoreError {
     /// A [`StoreErrorKind::DuplicateId`] error for a `what` (`message`, `attachment`) whose
     /// `id` is stored already or repeated (`why`), worded the same by every store.
     pub fn duplicate_id(what: &str, id: &str, why: &str) -> Self {
-        duplicate(what, id, why)
+        Self::new(
+            StoreErrorKind::DuplicateId,
+            format!("{what} id `{id}` {why}; nothing was committed"),
+        )
     }
 
     /// A [`StoreErrorKind::UnknownMessage`] error for withdrawing `id`, worded the same by
@@ -224,13 +227,6 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
-
-fn duplicate(what: &str, id: &str, why: &str) -> StoreError {
-    StoreError::new(
-        StoreErrorKind::DuplicateId,
-        format!("{what} id `{id}` {why}; nothing was committed"),
-    )
-}
 
 mod memory;
 

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use crate::{Batch, HistoryStore, StoreError, StoredState, duplicate};
+use crate::{Batch, HistoryStore, StoreError, StoredState};
 
 /// [`HistoryStore`] in memory, with the same rules as the SQLite store of `ishiki-core`. Clones share one
 /// state, so a test can drop a runtime and "reopen" the same history from a clone.
@@ -44,7 +44,11 @@ impl HistoryStore for MemoryStore {
                 .iter()
                 .find(|m| stored.contains(m.id.as_str()))
             {
-                return Err(duplicate("message", &m.id, "is already stored"));
+                return Err(StoreError::duplicate_id(
+                    "message",
+                    &m.id,
+                    "is already stored",
+                ));
             }
             let known = |id: &str| stored.contains(id) || batch.messages.iter().any(|m| m.id == id);
             if let Some(id) = batch.withdrawn.iter().find(|id| !known(id)) {
@@ -55,7 +59,11 @@ impl HistoryStore for MemoryStore {
                 .iter()
                 .find(|a| state.attachments.iter().any(|s| s.id == a.id))
             {
-                return Err(duplicate("attachment", &a.id, "is already stored"));
+                return Err(StoreError::duplicate_id(
+                    "attachment",
+                    &a.id,
+                    "is already stored",
+                ));
             }
 
             state
