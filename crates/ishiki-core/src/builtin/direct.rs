@@ -19,7 +19,7 @@ use crate::tool::{Tool, ToolContext, ToolError};
 
 /// A built-in tool's own way of serving a direct call from the model.
 #[async_trait]
-pub(crate) trait DirectTool: Send + Sync + std::fmt::Debug {
+pub(crate) trait DirectTool: Tool {
     /// What the model will read of the call.
     async fn call_direct(
         &self,
@@ -28,16 +28,15 @@ pub(crate) trait DirectTool: Send + Sync + std::fmt::Debug {
     ) -> Result<DirectOutput, ToolError>;
 }
 
-/// A direct call of any other tool: [`Tool::execute`] under the call's limits
-/// ([`DirectCall::execute`]), the raw result rendered by [`Tool::to_model_output`] and sent
-/// through the outlet ([`DirectCall::emit`]).
+/// A direct call of any other tool: the called tool's [`Tool::execute`] under the call's
+/// limits ([`DirectCall::execute`]), the raw result rendered by its [`Tool::to_model_output`]
+/// and sent through the outlet ([`DirectCall::emit`]).
 pub(crate) async fn call_plain(
-    tool: &dyn Tool,
     input: Value,
     call: &DirectCall<'_>,
 ) -> Result<DirectOutput, ToolError> {
     let raw = call.execute(input).await?;
-    call.emit(tool.to_model_output(&raw))
+    call.emit(call.tool.to_model_output(&raw))
 }
 
 /// What the runtime lends one direct call: the call's context and limits (`tools.timeoutMs`,

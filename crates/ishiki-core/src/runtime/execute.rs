@@ -199,7 +199,7 @@ impl Runtime {
         let input = call.input.clone();
         let outcome = match self.direct.get(&call.name) {
             Some(builtin) => builtin.call_direct(input, &direct).await,
-            None => builtin::call_plain(tool.as_ref(), input, &direct).await,
+            None => builtin::call_plain(input, &direct).await,
         };
         match outcome {
             Ok(done) => {

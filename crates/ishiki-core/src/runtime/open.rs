@@ -113,7 +113,7 @@ impl Runtime {
         // `read` and `codemode` serve direct calls their own way (builtin::DirectTool).
         let read = Arc::new(builtin::ReadTool::for_model(shared.clone()));
         let mut direct: HashMap<String, Arc<dyn builtin::DirectTool>> = HashMap::new();
-        direct.insert("read".to_owned(), read.clone());
+        direct.insert(read.definition().name, read.clone());
         let mut tools: Vec<Arc<dyn Tool>> = vec![read];
         if toolsearch_on {
             tools.push(Arc::new(builtin::SearchTool::new(shared.clone())));
@@ -127,22 +127,23 @@ impl Runtime {
         if let Some(index) = codemode_index
             && let Some(codemode) = builtin::programs::insert_tool(&mut tools, index, toolsearch_on)
         {
-            direct.insert("codemode".to_owned(), codemode);
+            direct.insert(codemode.definition().name, codemode);
         }
         // Everything before the registered tools is built in (codemode among them).
-        let builtins: BTreeSet<String> = tools[..tools.len() - registered]
-            .iter()
-            .map(|t| t.definition().name)
-            .collect();
+        let builtin_count = tools.len() - registered;
+        let mut builtins = BTreeSet::new();
         let mut validators = HashMap::new();
         let mut seen = BTreeSet::new();
-        for tool in &tools {
+        for (k, tool) in tools.iter().enumerate() {
             let (def, validator) = checked_definition(tool.as_ref(), "registered")?;
             if !seen.insert(def.name.clone()) {
                 return Err(RuntimeError::new(
                     RuntimeErrorKind::Config,
                     format!("two tools are named `{}`", def.name),
                 ));
+            }
+            if k < builtin_count {
+                builtins.insert(def.name.clone());
             }
             validators.insert(def.name.clone(), validator);
             shared.catalog_mut().add(def);
