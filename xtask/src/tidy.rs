@@ -193,6 +193,12 @@ mod tests {
         ("ishiki-model", &[]),
         ("ishiki-store", &[]),
         ("ishiki-resources", &[]),
+        // The tool contract: a definition (toolsearch) and a display (outlet, and the
+        // resources errors it converts), nothing of the runtime.
+        (
+            "ishiki-tool",
+            &["ishiki-outlet", "ishiki-toolsearch", "ishiki-resources"],
+        ),
         ("ishiki-outlet", &["ishiki-resources"]),
         ("ishiki-projection", &[]),
         ("ishiki-toolsearch", &[]),
@@ -203,6 +209,7 @@ mod tests {
             &[
                 "ishiki-model",
                 "ishiki-store",
+                "ishiki-tool",
                 "ishiki-resources",
                 "ishiki-outlet",
                 "ishiki-projection",
@@ -210,7 +217,8 @@ mod tests {
                 "ishiki-codemode",
             ],
         ),
-        ("ishiki-mcp", &["ishiki-core"]),
+        // Core only with the `profile` feature (`McpServerConfig::from_profile`).
+        ("ishiki-mcp", &["ishiki-tool", "ishiki-core"]),
         ("ishiki-provider", &["ishiki-model"]),
         ("ishiki-postgres", &["ishiki-store"]),
         (
@@ -645,7 +653,7 @@ mod tests {
     fn core_modules_form_no_cycle_but_the_listed_one() {
         let graph = core_module_graph(&workspace_root());
         assert!(
-            graph.contains_key("runtime") && graph.contains_key("tool"),
+            graph.contains_key("runtime") && graph.contains_key("builtin"),
             "the module graph of ishiki-core was not read: {graph:?}"
         );
         let found = cycles(&graph);

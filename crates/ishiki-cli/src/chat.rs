@@ -321,7 +321,7 @@ fn run_inner(
         builder = builder.semantic_model(model);
     }
     for server in &servers {
-        let (tools, left_out) = ishiki_mcp::server_tools(server);
+        let (tools, left_out) = ishiki_mcp::server_tools_checked(server, ishiki_core::check_tool);
         for error in &left_out {
             writeln!(out, "[mcp] {error}").map_err(|e| failed(&e))?;
         }

@@ -264,7 +264,8 @@ impl<'a> Runner<'a> {
         }
         for server in &self.mcp_servers {
             // A tool left out was reported as a warning when the server started.
-            let (tools, _left_out) = ishiki_mcp::server_tools(server);
+            let (tools, _left_out) =
+                ishiki_mcp::server_tools_checked(server, ishiki_core::check_tool);
             builder = tools.into_iter().fold(builder, |b, t| b.tool(t));
         }
         for tool in &self.scenario.tools {
@@ -339,7 +340,7 @@ impl<'a> Runner<'a> {
         }
         let (servers, mut errors) = ishiki_mcp::start_all(&configs).await;
         for server in &servers {
-            errors.extend(ishiki_mcp::server_tools(server).1);
+            errors.extend(ishiki_mcp::server_tools_checked(server, ishiki_core::check_tool).1);
         }
         // One tool left out (a bad name or schema) does not stop the run; a server that did
         // not start does.

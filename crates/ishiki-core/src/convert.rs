@@ -11,11 +11,11 @@
 
 use ishiki_outlet::MediaRef;
 use ishiki_projection::{AttachmentRecord, Lifetime, SourceLink};
+use ishiki_tool::{ToolError, ToolErrorKind};
 use ishiki_toolsearch::ToolDef;
 
 use crate::attachment::AttachmentInfo;
 use crate::message::{DeltaEntry, ModelError, ModelErrorKind, ToolSpec};
-use crate::tool::{ToolError, ToolErrorKind};
 
 /// A program attachment's lifetime as projection keeps it (CM-6 → PRJ-4..PRJ-7).
 #[cfg(feature = "codemode")]
@@ -80,67 +80,38 @@ pub(crate) fn delta_entry(def: &ToolDef, with_signature: bool) -> DeltaEntry {
     }
 }
 
-impl From<ishiki_resources::ResourceError> for ToolError {
-    /// A URL that names nothing (or nothing allowed) is the call's input; a resource over the
-    /// handler's limit is a limit; the rest is a failure.
-    fn from(e: ishiki_resources::ResourceError) -> Self {
-        use ishiki_resources::ResourceErrorKind as R;
-        let kind = match e.kind() {
-            R::InvalidUrl
-            | R::UnknownScheme
-            | R::InvalidParameter
-            | R::Escape
-            | R::NotFound
-            | R::NotAllowed => ToolErrorKind::Input,
-            R::TooLarge => ToolErrorKind::Limit,
-            _ => ToolErrorKind::Failed,
-        };
-        Self::with_kind(kind, e.message())
-    }
-}
-
+/// A codemode failure as a tool error: a program that does not parse is the model's to fix; a
+/// time, memory, size or engine limit is a limit; a sandbox that failed is unavailable; a
+/// program that threw failed.
 #[cfg(feature = "codemode")]
-impl From<ishiki_codemode::CodemodeError> for ToolError {
-    /// A program that does not parse is the model's to fix; a time, memory, size or engine
-    /// limit is a limit; a sandbox that failed is unavailable; a program that threw failed.
-    fn from(e: ishiki_codemode::CodemodeError) -> Self {
-        use ishiki_codemode::CodemodeErrorKind as C;
-        let kind = match e.kind() {
-            C::Syntax | C::InvalidAttachments => ToolErrorKind::Input,
-            C::Timeout | C::Memory | C::TransferTooLarge | C::ResultTooLarge | C::Limit => {
-                ToolErrorKind::Limit
-            }
-            C::Worker => ToolErrorKind::Unavailable,
-            _ => ToolErrorKind::Failed,
-        };
-        // What the program printed before it failed is often the best clue; it is shown as
-        // after a program that returned (CM-9).
-        let mut text = e.to_string();
-        if !e.console().is_empty() {
-            text.push_str("\n[console]\n");
-            text.push_str(&e.console().join("\n"));
+pub(crate) fn codemode_tool_error(e: ishiki_codemode::CodemodeError) -> ToolError {
+    use ishiki_codemode::CodemodeErrorKind as C;
+    let kind = match e.kind() {
+        C::Syntax | C::InvalidAttachments => ToolErrorKind::Input,
+        C::Timeout | C::Memory | C::TransferTooLarge | C::ResultTooLarge | C::Limit => {
+            ToolErrorKind::Limit
         }
-        Self::with_kind(kind, text)
+        C::Worker => ToolErrorKind::Unavailable,
+        _ => ToolErrorKind::Failed,
+    };
+    // What the program printed before it failed is often the best clue; it is shown as
+    // after a program that returned (CM-9).
+    let mut text = e.to_string();
+    if !e.console().is_empty() {
+        text.push_str("\n[console]\n");
+        text.push_str(&e.console().join("\n"));
     }
+    ToolError::with_kind(kind, text)
 }
 
-impl From<ishiki_outlet::OutletError> for ToolError {
-    /// The outlet fails only when its artifact store does.
-    fn from(e: ishiki_outlet::OutletError) -> Self {
-        Self::new(e.to_string())
-    }
-}
-
-impl From<ModelError> for ToolError {
-    /// A side model's failure (the vision model of `read(…?question=)`): retryable is
-    /// unavailable, the rest failed.
-    fn from(e: ModelError) -> Self {
-        let kind = match e.kind() {
-            ModelErrorKind::Retryable => ToolErrorKind::Unavailable,
-            _ => ToolErrorKind::Failed,
-        };
-        Self::with_kind(kind, e.message())
-    }
+/// A side model's failure (the vision model of `read(…?question=)`) as a tool error: retryable
+/// is unavailable, the rest failed.
+pub(crate) fn model_tool_error(e: ModelError) -> ToolError {
+    let kind = match e.kind() {
+        ModelErrorKind::Retryable => ToolErrorKind::Unavailable,
+        _ => ToolErrorKind::Failed,
+    };
+    ToolError::with_kind(kind, e.message())
 }
 
 #[cfg(test)]

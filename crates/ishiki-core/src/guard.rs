@@ -20,10 +20,10 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use ishiki_tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 use serde_json::Value;
 
 use crate::profile::ToolsSection;
-use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 
 /// Tool calls abandoned at their deadline that are still running, and how many may be: shared
 /// by every runtime that holds it ([`AbandonedWork::process`], the default, is one per process;

@@ -133,7 +133,6 @@ mod runtime;
 mod state_dir;
 mod store;
 pub mod text_protocol;
-mod tool;
 
 pub use attachment::AttachmentInfo;
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
@@ -146,6 +145,9 @@ pub use ishiki_model::{
     Compacted, DeltaEntry, MediaPart, Message, Model, ModelError, ModelErrorKind, ModelResponse,
     Part, Reasoning, Request, Role, ToolCall, ToolSpec, Usage,
 };
+pub use ishiki_tool::{
+    Tool, ToolContext, ToolError, ToolErrorKind, ToolSet, default_display, is_content_block,
+};
 pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
 pub use profile::ImageLimits;
 #[cfg(feature = "semantic")]
@@ -157,14 +159,13 @@ pub use profile::{
     VisionTarget, assemble,
 };
 pub use rejection::image_rejection;
-pub use runtime::{CallReport, CompactionRequest, Prepared, Runtime, RuntimeBuilder};
+pub use runtime::{CallReport, CompactionRequest, Prepared, Runtime, RuntimeBuilder, check_tool};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
 pub use store::{
     Batch, Durability, HistoryStore, MemoryStore, StoreError, StoreErrorKind, StoredAttachment,
     StoredMessage, StoredState,
 };
-pub use tool::{Tool, ToolContext, ToolError, ToolErrorKind, default_display, is_content_block};
 
 /// Re-exported so tool authors and embedders need no direct dependency for these types.
 #[cfg(feature = "codemode")]

@@ -2,9 +2,9 @@
 //! what `send_message` sends (SEND-1), [`VisionModel`] answers `read(…?question=…)` (VIS-1).
 
 use async_trait::async_trait;
+use ishiki_tool::ToolError;
 
 use crate::message::ModelError;
-use crate::tool::ToolError;
 
 /// An image `send_message` left out, and why (SEND-2).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[cfg(feature = "profile")]
 use ishiki_core::{McpServerDecl, Profile};
 
-/// The default limit: the profile's `timeoutMs` default ([`McpServerDecl::DEFAULT_TIMEOUT_MS`]),
-/// defined there once.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(McpServerDecl::DEFAULT_TIMEOUT_MS);
+/// The default limit, 30 s: the profile's `timeoutMs` default too
+/// (`ishiki_core::McpServerDecl::DEFAULT_TIMEOUT_MS`; a test holds them equal).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How to reach one MCP server (a child process over stdio, or a remote server over Streamable
 /// HTTP when [`McpServerConfig::url`] is set), and how its tools join the pool.
@@ -95,7 +96,8 @@ impl McpServerConfig {
         self
     }
 
-    /// The servers a profile declares under `mcp.servers`, in name order.
+    /// The servers a profile declares under `mcp.servers`, in name order (feature `profile`).
+    #[cfg(feature = "profile")]
     pub fn from_profile(profile: &Profile) -> Vec<McpServerConfig> {
         profile
             .mcp
@@ -106,7 +108,9 @@ impl McpServerConfig {
     }
 
     /// The server `name` as the profile declares it: the one place a declaration (YAML's
-    /// strings and milliseconds) becomes a configuration (paths and a [`Duration`]).
+    /// strings and milliseconds) becomes a configuration (paths and a [`Duration`]) (feature
+    /// `profile`).
+    #[cfg(feature = "profile")]
     pub fn from_decl(name: &str, decl: &McpServerDecl) -> McpServerConfig {
         McpServerConfig {
             name: name.to_owned(),
@@ -120,5 +124,18 @@ impl McpServerConfig {
             resident: decl.resident,
             timeout: Duration::from_millis(decl.timeout_ms),
         }
+    }
+}
+
+#[cfg(all(test, feature = "profile"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_timeout_is_the_profiles_default() {
+        assert_eq!(
+            DEFAULT_TIMEOUT,
+            Duration::from_millis(McpServerDecl::DEFAULT_TIMEOUT_MS)
+        );
     }
 }

@@ -79,11 +79,11 @@ impl fmt::Display for McpError {
 
 impl std::error::Error for McpError {}
 
-impl From<McpError> for ishiki_core::ToolError {
+impl From<McpError> for ishiki_tool::ToolError {
     /// A server that could not start, timed out or closed is unavailable (it restarts on next
     /// use); the rest failed.
     fn from(e: McpError) -> Self {
-        use ishiki_core::ToolErrorKind;
+        use ishiki_tool::ToolErrorKind;
         let kind = match e.kind {
             McpErrorKind::Start | McpErrorKind::Timeout | McpErrorKind::Closed => {
                 ToolErrorKind::Unavailable
@@ -92,6 +92,6 @@ impl From<McpError> for ishiki_core::ToolError {
                 ToolErrorKind::Failed
             }
         };
-        ishiki_core::ToolError::with_kind(kind, e.message)
+        ishiki_tool::ToolError::with_kind(kind, e.message)
     }
 }

@@ -2,86 +2,98 @@
 //! client, with every limit set by Ishiki rather than left at a default.
 //!
 //! What a remote server sends is bounded like what a child writes: one JSON reply and one SSE
-//! event at most [`MAX_MESSAGE_BYTES`] (rmcp counts the raw bytes before parsing, so a line
+//! event at most `MAX_MESSAGE_BYTES` (rmcp counts the raw bytes before parsing, so a line
 //! without end or an event that never ends fails its request instead of growing the host), an
-//! error page at most [`MAX_ERROR_BYTES`], connecting at most the server's timeout, every
+//! error page at most `MAX_ERROR_BYTES`, connecting at most the server's timeout, every
 //! request under the server's timeout (`server.rs`), a dropped SSE stream resumed at most
-//! [`SSE_RETRIES`] times. Redirects are not followed, so a header or token is only ever sent
+//! `SSE_RETRIES` times. Redirects are not followed, so a header or token is only ever sent
 //! to the configured origin.
 //!
 //! Secrets: header values may name environment variables (`${NAME}`) and the bearer token is
 //! read from one; both are read at each connect and never appear in an error ([`redact`]).
+//!
+//! The transport itself needs the `http` feature; the secret handling below serves every
+//! server's errors.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use http::{HeaderName, HeaderValue};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::common::client_side_sse::ExponentialBackoff;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+#[cfg(feature = "http")]
+pub(crate) use remote::transport;
 
 use crate::config::McpServerConfig;
-use crate::transport::MAX_MESSAGE_BYTES;
 
-/// The most of an HTTP error body kept for a diagnostic.
-pub(crate) const MAX_ERROR_BYTES: usize = 16 * 1024;
-/// How many times a dropped SSE stream is resumed before its requests fail.
-pub(crate) const SSE_RETRIES: usize = 3;
+#[cfg(feature = "http")]
+mod remote {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    use std::time::Duration;
 
-/// The transport to `url` as `config` says: its headers (environment variables resolved) and
-/// bearer token. `Err` says what is missing, naming variables, never values.
-pub(crate) fn transport(
-    config: &McpServerConfig,
-    url: &str,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-    let mut headers = HashMap::new();
-    for (name, value) in &config.headers {
-        let value = expand(value).map_err(|var| {
-            format!("the environment variable `{var}` named in its header `{name}` is not set")
-        })?;
-        let header = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("`{name}` is not a valid HTTP header name"))?;
-        let mut value = HeaderValue::from_str(&value).map_err(|_| {
-            format!("the value of its header `{name}` is not a valid HTTP header value")
-        })?;
-        value.set_sensitive(true);
-        headers.insert(header, value);
-    }
-    let mut retry = ExponentialBackoff::default();
-    retry.max_times = Some(SSE_RETRIES);
-    retry.base_duration = Duration::from_millis(500);
-    retry.max_delay = Some(Duration::from_secs(5));
-    let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url)
-        .custom_headers(headers)
-        .max_sse_event_size(MAX_MESSAGE_BYTES)
-        .max_json_response_size(MAX_MESSAGE_BYTES)
-        .max_error_response_size(MAX_ERROR_BYTES)
-        .control_request_timeout(config.timeout)
-        .session_recovery_timeout(config.timeout)
-        .reinit_on_expired_session(true);
-    transport_config.retry_config = Arc::new(retry);
-    if let Some(var) = &config.token_env {
-        let token = std::env::var(var)
-            .ok()
-            .filter(|t| !t.trim().is_empty())
-            .ok_or_else(|| {
-                format!("the environment variable `{var}` (its bearer token) is not set")
+    use http::{HeaderName, HeaderValue};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    use super::expand;
+    use crate::config::McpServerConfig;
+    use crate::transport::MAX_MESSAGE_BYTES;
+
+    /// The most of an HTTP error body kept for a diagnostic.
+    const MAX_ERROR_BYTES: usize = 16 * 1024;
+    /// How many times a dropped SSE stream is resumed before its requests fail.
+    const SSE_RETRIES: usize = 3;
+
+    /// The transport to `url` as `config` says: its headers (environment variables resolved) and
+    /// bearer token. `Err` says what is missing, naming variables, never values.
+    pub(crate) fn transport(
+        config: &McpServerConfig,
+        url: &str,
+    ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+        let mut headers = HashMap::new();
+        for (name, value) in &config.headers {
+            let value = expand(value).map_err(|var| {
+                format!("the environment variable `{var}` named in its header `{name}` is not set")
             })?;
-        transport_config = transport_config.auth_header(token.trim().to_owned());
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("`{name}` is not a valid HTTP header name"))?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                format!("the value of its header `{name}` is not a valid HTTP header value")
+            })?;
+            value.set_sensitive(true);
+            headers.insert(header, value);
+        }
+        let mut retry = ExponentialBackoff::default();
+        retry.max_times = Some(SSE_RETRIES);
+        retry.base_duration = Duration::from_millis(500);
+        retry.max_delay = Some(Duration::from_secs(5));
+        let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url)
+            .custom_headers(headers)
+            .max_sse_event_size(MAX_MESSAGE_BYTES)
+            .max_json_response_size(MAX_MESSAGE_BYTES)
+            .max_error_response_size(MAX_ERROR_BYTES)
+            .control_request_timeout(config.timeout)
+            .session_recovery_timeout(config.timeout)
+            .reinit_on_expired_session(true);
+        transport_config.retry_config = Arc::new(retry);
+        if let Some(var) = &config.token_env {
+            let token = std::env::var(var)
+                .ok()
+                .filter(|t| !t.trim().is_empty())
+                .ok_or_else(|| {
+                    format!("the environment variable `{var}` (its bearer token) is not set")
+                })?;
+            transport_config = transport_config.auth_header(token.trim().to_owned());
+        }
+        // reqwest takes the process's default crypto provider; ring unless the embedder set one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.timeout)
+            .pool_max_idle_per_host(0)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+        Ok(StreamableHttpClientTransport::with_client(
+            client,
+            transport_config,
+        ))
     }
-    // reqwest takes the process's default crypto provider; ring unless the embedder set one.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
-        .connect_timeout(config.timeout)
-        .pool_max_idle_per_host(0)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-    Ok(StreamableHttpClientTransport::with_client(
-        client,
-        transport_config,
-    ))
 }
 
 /// `value` with each `${NAME}` replaced by the environment variable `NAME`; `Err(NAME)` for

@@ -1,21 +1,32 @@
 //! `ishiki-mcp`: the tools of any MCP server join Ishiki's tool pool.
 //!
-//! Each server declared under the profile's `mcp.servers.<name>` runs as a child process
-//! speaking MCP over stdio (the official Rust SDK `rmcp`, on this crate's own bounded stdio
-//! transport), or, declared with `url`, is a remote server reached over Streamable HTTP (rmcp's
-//! client worker with Ishiki's limits: every reply and SSE event at most 16 MiB, no redirects,
-//! headers and a bearer token from the environment, redacted from every error; an unreachable
-//! server is tried again after a backoff). The client names itself `ishiki` and asks for
-//! protocol `2025-11-25`. Its tools become [`ishiki_core::Tool`]s named `<name>_<tool>`, with origin
-//! `mcp:<name>`, deferred to the toolsearch pool unless the server is `resident`. Register
-//! them on a runtime builder with `.tool(t)`.
+//! Each server ([`McpServerConfig`], or declared under a profile's `mcp.servers.<name>`) runs
+//! as a child process speaking MCP over stdio (the official Rust SDK `rmcp`, on this crate's
+//! own bounded stdio transport), or, declared with `url`, is a remote server reached over
+//! Streamable HTTP (rmcp's client worker with Ishiki's limits: every reply and SSE event at
+//! most 16 MiB, no redirects, headers and a bearer token from the environment, redacted from
+//! every error; an unreachable server is tried again after a backoff). The client names itself
+//! `ishiki` and asks for protocol `2025-11-25`. Its tools become [`ishiki_tool::Tool`]s named
+//! `<name>_<tool>`, with origin `mcp:<name>`, deferred to the toolsearch pool unless the server
+//! is `resident`. Register them on a runtime builder with `.tool(t)`.
+//!
+//! The crate needs the tool contract (`ishiki-tool`) and rmcp, not the runtime. Two features
+//! add what not every embedder needs:
+//!
+//! - `http`: remote servers (Streamable HTTP on reqwest and rustls, about 150 crates more).
+//!   Without it a server with a `url` fails to connect, saying that the feature is off.
+//! - `profile`: `McpServerConfig::from_profile` and `McpServerConfig::from_decl`, the
+//!   servers as an Ishiki profile declares them (this takes `ishiki-core`).
 //!
 //! - Names are injective across the servers of one [`connect_all`]/[`start_all`]: when
 //!   `<name>_<tool>` is taken (servers `a` with tool `b_c` and `a_b` with tool `c`), the later
 //!   tool becomes `<name>__<tool>` and its description says why; whitespace and control
 //!   characters in a tool name become `_`. A tool with an empty name, a name listed twice (the
-//!   first is kept) or an input schema that is too large or does not compile is left out with
-//!   an error of kind [`McpErrorKind::InvalidTool`]; the server's other tools are offered.
+//!   first is kept) or an input schema that is too large is left out with an error of kind
+//!   [`McpErrorKind::InvalidTool`]; the server's other tools are offered. The runtime compiles
+//!   input schemas (one place for every tool); [`server_tools_checked`] with
+//!   `ishiki_core::check_tool` leaves out one that does not compile instead of failing the
+//!   build.
 //! - A direct call shows the model the result's content blocks ([`model_result`]): text as
 //!   text, image/audio and blob resources as media the outlet archives, `text/*` blobs and
 //!   embedded text resources as text, resource links as their URI; a block whose audience is
@@ -37,8 +48,8 @@
 //! - A server that fails to start is reported by [`connect_all`]; the others still connect.
 //! - A server's tool list may change mid-session: its client follows
 //!   `notifications/tools/list_changed`, and [`apply_tool_changes`] (call it before each
-//!   request, with the servers from [`start_all`]) lists the tools again, adds new ones to the
-//!   runtime (announced in the next catalog delta) and removes the ones that are gone
+//!   request, with the servers from [`start_all`] and the runtime, or any
+//!   [`ishiki_tool::ToolSet`]) lists the tools again, adds new ones to the runtime (announced in the next catalog delta) and removes the ones that are gone
 //!   (announced as no longer available; calling one fails with a clear error).
 //!
 //! - A server may ask the person for input mid-call (elicitation): an embedder that gives an
@@ -50,10 +61,11 @@
 //!
 //! # Example
 //!
-//! Connect the servers a profile declares and register their tools (this starts `node`, so it
-//! is not run here):
+//! Connect the servers a profile declares (feature `profile`) and register their tools (this
+//! starts `node`, so it is not run here):
 //!
 //! ```no_run
+//! # #[cfg(feature = "profile")] mod profile {
 //! use ishiki_core::{assemble, ModelsDoc, Profile, Runtime};
 //! use ishiki_mcp::{connect_all, McpServerConfig};
 //!
@@ -79,6 +91,7 @@
 //! let runtime = builder.build()?;
 //! # drop(runtime);
 //! # Ok(())
+//! # }
 //! # }
 //! ```
 //!
@@ -118,7 +131,9 @@ pub use elicit::{AcceptDefaults, ElicitAnswer, ElicitRequest, Elicitor, apply_de
 pub use error::{McpError, McpErrorKind};
 pub use result::{ResultShape, map_call_result, model_result};
 pub use server::{MAX_LIST_BYTES, MAX_LIST_PAGES, MAX_LISTED_TOOLS, McpServer, ToolListChange};
-pub use tool::{McpTool, ToolsDelta, apply_tool_changes, server_tools, sync_tools};
+pub use tool::{
+    McpTool, ToolsDelta, apply_tool_changes, server_tools, server_tools_checked, sync_tools,
+};
 
 /// Starts every server (concurrently) and returns their tools, in config order, with one error
 /// per server that failed to start and per tool left out. A failed server or tool does not
@@ -126,7 +141,7 @@ pub use tool::{McpTool, ToolsDelta, apply_tool_changes, server_tools, sync_tools
 /// same names.
 pub async fn connect_all(
     configs: &[McpServerConfig],
-) -> (Vec<Arc<dyn ishiki_core::Tool>>, Vec<McpError>) {
+) -> (Vec<Arc<dyn ishiki_tool::Tool>>, Vec<McpError>) {
     let (servers, mut errors) = start_all(configs).await;
     let mut tools = Vec::new();
     for server in &servers {

@@ -3,7 +3,7 @@
 //! ([`model_result`]), both over the content blocks as `readable_content` leaves them.
 
 use base64::Engine as _;
-use ishiki_core::is_content_block;
+use ishiki_tool::is_content_block;
 use serde_json::{Value, json};
 
 /// What a program gets from a tool call (see [`map_call_result`]).

@@ -561,8 +561,25 @@ impl McpServer {
         }
     }
 
+    /// Without the `http` feature there is no remote transport: a server declared with a URL
+    /// fails to connect, saying so.
+    #[cfg(not(feature = "http"))]
+    async fn connect_http(&self, url: &str) -> Result<Connection, McpError> {
+        let name = self.name();
+        Err(McpError::new(
+            McpErrorKind::Start,
+            name,
+            format!(
+                "mcp server `{name}` at {} cannot be connected: this build of ishiki-mcp has no \
+                 remote transport (its `http` feature is off)",
+                http::shown_url(url)
+            ),
+        ))
+    }
+
     /// A session with the remote server at `url`: rmcp's Streamable HTTP client on a reqwest
     /// client with a connect deadline, every reply bounded (see [`crate::http`]).
+    #[cfg(feature = "http")]
     async fn connect_http(&self, url: &str) -> Result<Connection, McpError> {
         let name = self.name();
         let config = &self.config;

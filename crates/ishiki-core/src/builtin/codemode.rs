@@ -8,14 +8,15 @@ use async_trait::async_trait;
 use ishiki_outlet::{Display, DisplayPart, Media};
 use ishiki_projection::Lifetime;
 use ishiki_resources::ReadResult;
+use ishiki_tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
 
 use super::direct::{DirectCall, DirectOutput, DirectTool, MAX_MEDIA_PER_RESULT};
 use super::{Shared, builtin_def};
 #[cfg(feature = "codemode")]
+use crate::convert::codemode_tool_error;
 use crate::guard::CallLimits;
-use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 #[cfg(feature = "codemode")]
 use ishiki_codemode::AttachmentContent as CmContent;
 #[cfg(feature = "codemode")]
@@ -105,7 +106,10 @@ impl DirectTool for CodemodeTool {
         let callable = callable_tools(call.shared, call.tools, call.context);
         // Date.now() in the program is the runtime's clock, so scenario runs stay deterministic.
         let clock_ms = crate::clock::unix_millis(call.shared.clock.now());
-        let outcome = sandbox.run_at(code, callable, clock_ms).await?;
+        let outcome = sandbox
+            .run_at(code, callable, clock_ms)
+            .await
+            .map_err(codemode_tool_error)?;
         let (display, lifetimes) =
             codemode_display(call.shared, outcome, call.limits.clone()).await?;
         call.emit_with(display, &lifetimes)

@@ -2,11 +2,11 @@
 
 use async_trait::async_trait;
 use ishiki_outlet::Display;
+use ishiki_tool::{Tool, ToolContext, ToolError};
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
 
 use super::{builtin_def, string_field};
-use crate::tool::{Tool, ToolContext, ToolError};
 
 /// `finish({ summary? })` and `wait({ reason? })`: the model ends the task or waits for the
 /// next message. Direct only (CM-4); they record the model's intent and change nothing else.

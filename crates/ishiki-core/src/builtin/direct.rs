@@ -10,12 +10,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use ishiki_outlet::{Display, DisplayPart, Emitted, MediaRef, Outlet};
 use ishiki_projection::Lifetime;
+use ishiki_tool::{Tool, ToolContext, ToolError};
 use ishiki_toolsearch::ToolDef;
 use serde_json::Value;
 
 use super::Shared;
 use crate::guard::CallLimits;
-use crate::tool::{Tool, ToolContext, ToolError};
 
 /// A built-in tool's own way of serving a direct call from the model.
 #[async_trait]

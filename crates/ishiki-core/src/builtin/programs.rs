@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 #[cfg(feature = "codemode")]
 use ishiki_codemode::{Limits, SandboxConfig, WorkerSpawn};
+use ishiki_tool::Tool;
 #[cfg(feature = "codemode")]
 use ishiki_toolsearch::ToolDef;
 
 use crate::error::{RuntimeError, RuntimeErrorKind};
-use crate::tool::Tool;
 
 /// The sandbox programs run in.
 #[cfg(feature = "codemode")]

@@ -7,13 +7,14 @@ use async_trait::async_trait;
 use ishiki_outlet::{Display, DisplayPart, Media, Outlet};
 use ishiki_projection::Lifetime;
 use ishiki_resources::ReadResult;
+use ishiki_tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
 
 use super::direct::{DirectCall, DirectOutput, DirectTool};
 use super::{Shared, builtin_def, string_field};
+use crate::convert::model_tool_error;
 use crate::message::ModelError;
-use crate::tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 
 /// `read({ url, lifetime? })`: raw result for programs, pages and attachments for direct calls.
 #[derive(Debug)]
@@ -206,7 +207,7 @@ async fn ask_vision(shared: &Shared, url: &str, question: &str) -> Result<String
         .ask(target, &media_type, &data, question)
         .await
         .map_err(|e| {
-            ToolError::from(ModelError::new(
+            model_tool_error(ModelError::new(
                 e.kind(),
                 format!("the vision model `{target}` failed: {}", e.message()),
             ))

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use ishiki_outlet::Display;
+use ishiki_tool::{Tool, ToolContext, ToolError};
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
 
 use super::{Shared, builtin_def, string_field};
-use crate::tool::{Tool, ToolContext, ToolError};
 
 /// `search({ query })`: discloses deferred tools; hits join the catalog from the next step (TS-2).
 #[derive(Debug)]

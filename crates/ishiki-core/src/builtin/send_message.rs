@@ -6,13 +6,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use ishiki_outlet::Display;
 use ishiki_resources::ReadResult;
+use ishiki_tool::{Tool, ToolContext, ToolError};
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
 
 use super::{Shared, builtin_def, string_field};
 use crate::markup::{Piece, escape_attribute};
 use crate::platform::{Dropped, Outgoing, OutgoingImage};
-use crate::tool::{Tool, ToolContext, ToolError};
 
 /// `send_message({ messages, mode })` (SEND-1, SEND-2).
 #[derive(Debug)]

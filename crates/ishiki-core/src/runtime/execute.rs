@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use ishiki_outlet::Outlet;
 use ishiki_projection::{AttachmentRecord, SourceLink};
+use ishiki_tool::{ToolContext, ToolErrorKind};
 use serde_json::json;
 
 use super::{
@@ -16,7 +17,6 @@ use crate::convert;
 use crate::error::RuntimeError;
 use crate::message::{Message, Model, Part, Role};
 use crate::store::Batch;
-use crate::tool::{ToolContext, ToolErrorKind};
 
 impl Runtime {
     /// Executes the committed response's calls in order, passes each result through the

@@ -17,6 +17,7 @@ use ishiki_projection::{AttachmentConfig, AttachmentRecord, DeliveryState, Pendi
 use ishiki_resources::{
     ArtifactStore, AssetStore, FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,
 };
+use ishiki_tool::{Tool, ToolErrorKind, ToolSet};
 use ishiki_toolsearch::{CatalogState, ToolDef};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,7 +32,6 @@ use crate::platform::{NullPlatform, Platform, VisionModel};
 use crate::profile::Assembly;
 use crate::state_dir;
 use crate::store::{Batch, Durability, HistoryStore, StoredAttachment, StoredMessage};
-use crate::tool::{Tool, ToolErrorKind};
 
 mod commit;
 mod compact;
@@ -595,6 +595,28 @@ impl Runtime {
     }
 }
 
+/// The runtime's tools as a [`ToolSet`], for what follows a changing tool source without
+/// knowing the runtime (`ishiki_mcp::apply_tool_changes`).
+impl ToolSet for Runtime {
+    type Error = RuntimeError;
+
+    fn add_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), RuntimeError> {
+        Runtime::add_tool(self, tool)
+    }
+
+    fn remove_tool(&mut self, name: &str) -> bool {
+        Runtime::remove_tool(self, name)
+    }
+}
+
+/// Checks `tool` as the runtime will when it is registered or added: its definition
+/// (`ToolDef::validate`) and its input schema, compiled. This is the one place schemas are
+/// compiled for direct calls; an embedder that must not let one broken tool stop a build
+/// (tools from an MCP server) checks each first and leaves out the ones refused.
+pub fn check_tool(tool: &dyn Tool) -> Result<(), RuntimeError> {
+    checked_definition(tool, "registered").map(drop)
+}
+
 /// A persisted attachment record: the projection's record plus what core knows of inbound
 /// media that was not downloaded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -670,4 +692,69 @@ pub(crate) fn validation_error(validator: &jsonschema::Validator, input: &Value)
             format!("at {path}: {e}")
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The one place input schemas are compiled (`check_tool`).
+
+    use super::*;
+    use async_trait::async_trait;
+    use ishiki_tool::{ToolContext, ToolError};
+    use serde_json::json;
+
+    #[derive(Debug)]
+    struct WithSchema(Value);
+
+    #[async_trait]
+    impl Tool for WithSchema {
+        fn definition(&self) -> ToolDef {
+            ToolDef::new(
+                "shaped",
+                "A tool with a given input schema.",
+                self.0.clone(),
+            )
+        }
+
+        async fn execute(&self, _: Value, _: &ToolContext) -> Result<Value, ToolError> {
+            Ok(Value::Null)
+        }
+    }
+
+    #[test]
+    fn an_input_schema_whose_local_refs_fan_out_compiles_in_bounded_time() {
+        // Each level refers four times to the next: 4^12 paths if references were expanded.
+        let mut defs = serde_json::Map::new();
+        for level in 0..12 {
+            let next = json!({ "$ref": format!("#/$defs/L{}", level + 1) });
+            defs.insert(
+                format!("L{level}"),
+                json!({ "type": "object", "properties": { "a": next, "b": next, "c": next, "d": next } }),
+            );
+        }
+        defs.insert("L12".to_owned(), json!({ "type": "string" }));
+        let tool = WithSchema(json!({ "$ref": "#/$defs/L0", "$defs": defs }));
+        let started = std::time::Instant::now();
+        let (_, validator) = checked_definition(&tool, "registered").expect("compiles");
+        assert!(validator.is_valid(&json!({ "a": { "b": {} } })));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn check_tool_refuses_a_schema_that_does_not_compile_naming_the_tool() {
+        let error = check_tool(&WithSchema(json!({ "type": 7 }))).unwrap_err();
+        assert_eq!(error.kind(), RuntimeErrorKind::Config);
+        assert!(
+            error
+                .message()
+                .starts_with("tool `shaped` has an invalid input schema"),
+            "{}",
+            error.message()
+        );
+        assert!(check_tool(&WithSchema(json!({ "type": "object" }))).is_ok());
+    }
 }

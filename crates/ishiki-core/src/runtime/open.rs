@@ -10,6 +10,7 @@ use ishiki_resources::{
     ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore, LocalScheme,
     ResourceCenter, WorkspaceScheme,
 };
+use ishiki_tool::Tool;
 use ishiki_toolsearch::Catalog;
 use serde_json::{Value, json};
 
@@ -23,7 +24,6 @@ use crate::error::{RuntimeError, RuntimeErrorKind, err};
 use crate::message::{Message, Part, Role};
 use crate::profile::Assembly;
 use crate::store::{Batch, HistoryStore, StoreErrorKind};
-use crate::tool::Tool;
 use crate::{builtin, decode, state_dir};
 
 impl Runtime {

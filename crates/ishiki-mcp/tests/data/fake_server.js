@@ -10,6 +10,7 @@
 //   pages-endless  tools/list pages for ever, one new tool and a new cursor per page
 //   pages-repeat   tools/list gives the same cursor again and again
 //   deep-schema    tools/list holds a tool whose input schema is nested 70 levels
+//   bad-schema     lists `ping` and `broken`, whose input schema does not compile (`type: 7`)
 //   named NAMES    lists the comma-separated NAMES (each answers with its own name)
 //   hostile     lists `ping` and tools with odd results: `deep` (300-deep structuredContent),
 //               `widget` (a content block of unknown type), `media` (an image beside
@@ -50,7 +51,7 @@ let deepValue = 1;
 for (let i = 0; i < 300; i++) {
   deepValue = [deepValue];
 }
-let tools = mode === "changing" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "hostile" || mode === "odd-results" ? [
+let tools = mode === "changing" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "bad-schema" ? [ping, { name: "broken", description: "A schema that does not compile.", inputSchema: { type: "object", properties: { x: { type: 7 } } } }] : mode === "hostile" || mode === "odd-results" ? [
   ping,
   simple("deep", "Answer a 300-deep structuredContent."),
   simple("widget", "Answer with a content block of an unknown type."),

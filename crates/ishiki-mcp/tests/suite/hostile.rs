@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ishiki_core::{ModelsDoc, Profile, Runtime, Tool, ToolContext, WorkerSpawn, assemble};
-use ishiki_mcp::{McpErrorKind, McpServer, connect_all};
+use ishiki_mcp::{McpErrorKind, McpServer, connect_all, server_tools, server_tools_checked};
 use serde_json::json;
 
 use super::{fake_config, runtime, step, with_snapshots};
@@ -135,6 +135,57 @@ async fn one_duplicate_or_malformed_tool_name_leaves_out_or_renames_that_tool_on
     )
     .await;
     assert!(reports.iter().all(|r| !r.is_error), "{reports:?}");
+}
+
+#[tokio::test]
+async fn a_tool_whose_input_schema_does_not_compile_is_left_out_when_checked_and_named_when_not() {
+    let config = fake_config("schemas", "bad-schema", LONG);
+    let (servers, errors) = ishiki_mcp::start_all(&[config]).await;
+    assert!(errors.is_empty(), "{errors:?}");
+
+    // Checked as the runtime checks: `broken` is left out with the runtime's reason, and the
+    // runtime builds with the rest.
+    let (tools, left_out) = server_tools_checked(&servers[0], ishiki_core::check_tool);
+    let names: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
+    assert_eq!(names, ["schemas_ping"]);
+    assert_eq!(left_out.len(), 1, "{left_out:?}");
+    assert_eq!(left_out[0].kind(), McpErrorKind::InvalidTool);
+    assert!(
+        left_out[0].message().starts_with(
+            "mcp server `schemas`: tool `broken` is left out: tool `schemas_broken` has an invalid input schema"
+        ),
+        "{}",
+        left_out[0].message()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = runtime(&Profile::default(), tools, dir.path());
+    let reports = step(&mut rt, &[("schemas_ping", json!({}))]).await;
+    assert_eq!(reports[0].text, "pong");
+
+    // Unchecked, the tool is kept and the runtime refuses to build, naming it: the schema is
+    // compiled in one place, the runtime.
+    let (tools, left_out) = server_tools(&servers[0]);
+    assert!(left_out.is_empty(), "{left_out:?}");
+    let models = ModelsDoc::from_yaml(
+        "models:
+  main: { input: [text] }
+",
+    )
+    .expect("valid models");
+    let assembly = assemble(Profile::default(), models, "main").expect("assembles");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let error = tools
+        .into_iter()
+        .fold(Runtime::builder(assembly, dir.path()), |b, t| b.tool(t))
+        .build()
+        .expect_err("refused");
+    assert!(
+        error
+            .message()
+            .contains("tool `schemas_broken` has an invalid input schema"),
+        "{}",
+        error.message()
+    );
 }
 
 #[tokio::test]

@@ -1,15 +1,62 @@
-//! The [`Tool`] trait: a tool's definition, its raw `execute`, its model-facing display, and
-//! what programs see of it. A direct call from the model runs `execute` under the call's
-//! limits and shows [`Tool::to_model_output`] through the outlet; only core's built-ins serve
-//! direct calls otherwise (`builtin::direct`), so this module knows nothing of the runtime.
+//! The Ishiki tool contract: what a tool is to the runtime (`ishiki-core`) and to codemode
+//! programs, without the runtime.
+//!
+//! A [`Tool`] has a [`ToolDef`] (name, description, input and output schemas, resident flag,
+//! origin), an async raw [`Tool::execute`] whose JSON result is what a program sees, and a
+//! [`Tool::to_model_output`] that turns that result into the [`Display`] the outlet budgets for
+//! the model. A failure is a [`ToolError`] whose message the model reads and whose
+//! [`ToolErrorKind`] the embedder branches on. The runtime validates the input against the
+//! input schema before `execute`, runs the call under its deadline, and archives or attaches
+//! what the display holds; a tool does none of that itself.
+//!
+//! This crate is the contract alone (the definition type from `ishiki-toolsearch`, the display
+//! type from `ishiki-outlet`, serde_json, base64 and async-trait), so a crate of tools
+//! (`ishiki-mcp`) takes it without the runtime. `ishiki-core` re-exports everything here.
+//!
+//! ```
+//! use async_trait::async_trait;
+//! use ishiki_tool::{Tool, ToolContext, ToolDef, ToolError, ToolErrorKind};
+//! use serde_json::{Value, json};
+//!
+//! #[derive(Debug)]
+//! struct Add;
+//!
+//! #[async_trait]
+//! impl Tool for Add {
+//!     fn definition(&self) -> ToolDef {
+//!         ToolDef::new("add", "Adds two integers.", json!({
+//!             "type": "object",
+//!             "properties": { "a": { "type": "integer" }, "b": { "type": "integer" } },
+//!             "required": ["a", "b"]
+//!         }))
+//!     }
+//!
+//!     async fn execute(&self, input: Value, _: &ToolContext) -> Result<Value, ToolError> {
+//!         let (Some(a), Some(b)) = (input["a"].as_i64(), input["b"].as_i64()) else {
+//!             return Err(ToolError::with_kind(ToolErrorKind::Input, "a and b must be integers"));
+//!         };
+//!         a.checked_add(b)
+//!             .map(Value::from)
+//!             .ok_or_else(|| ToolError::new("the sum does not fit in 64 bits"))
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let context = ToolContext { call_id: "c1".into(), step: 1, from_program: false };
+//! let sum = Add.execute(json!({ "a": 2, "b": 3 }), &context).await.unwrap();
+//! assert_eq!(sum, json!(5));
+//! // The model sees a result that is not a string or a content array as its JSON text.
+//! assert_eq!(Add.to_model_output(&sum).parts.len(), 1);
+//! # });
+//! ```
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use ishiki_outlet::{Display, DisplayPart, Media};
-use ishiki_toolsearch::ToolDef;
+pub use ishiki_outlet::{Display, DisplayPart, Media};
+pub use ishiki_toolsearch::ToolDef;
 use serde_json::Value;
 
 /// Which call a tool runs for: direct calls have their own id; calls from a codemode program
@@ -44,7 +91,7 @@ pub enum ToolErrorKind {
 }
 
 /// A tool failure: the message is what the model (or the program) reads; the kind is for the
-/// embedder ([`CallReport::error_kind`](crate::CallReport::error_kind)).
+/// embedder (`ishiki_core::CallReport::error_kind`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {
     kind: ToolErrorKind,
@@ -90,6 +137,32 @@ impl fmt::Display for ToolError {
 
 impl std::error::Error for ToolError {}
 
+impl From<ishiki_resources::ResourceError> for ToolError {
+    /// A URL that names nothing (or nothing allowed) is the call's input; a resource over the
+    /// handler's limit is a limit; the rest is a failure.
+    fn from(e: ishiki_resources::ResourceError) -> Self {
+        use ishiki_resources::ResourceErrorKind as R;
+        let kind = match e.kind() {
+            R::InvalidUrl
+            | R::UnknownScheme
+            | R::InvalidParameter
+            | R::Escape
+            | R::NotFound
+            | R::NotAllowed => ToolErrorKind::Input,
+            R::TooLarge => ToolErrorKind::Limit,
+            _ => ToolErrorKind::Failed,
+        };
+        Self::with_kind(kind, e.message())
+    }
+}
+
+impl From<ishiki_outlet::OutletError> for ToolError {
+    /// The outlet fails only when its artifact store does.
+    fn from(e: ishiki_outlet::OutletError) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
 /// A tool the runtime can call directly and from codemode programs.
 ///
 /// `execute` returns the *raw* result (JSON; MCP-style content arrays for media): that is what a
@@ -121,7 +194,7 @@ pub trait Tool: Send + Sync + fmt::Debug {
     /// synchronous client). Default `false`: the call is a task on the caller's runtime,
     /// cancelled at its deadline. A blocking tool runs on the blocking pool instead, so it
     /// cannot stall other conversations; past its deadline its thread is abandoned and counted
-    /// ([`AbandonedWork`](crate::AbandonedWork)). A tool that blocks without saying so stalls
+    /// (`ishiki_core::AbandonedWork`). A tool that blocks without saying so stalls
     /// its runtime's thread, and its deadline cannot interrupt it.
     fn blocking(&self) -> bool {
         false
@@ -133,6 +206,20 @@ pub trait Tool: Send + Sync + fmt::Debug {
     fn callable_from_programs(&self) -> bool {
         true
     }
+}
+
+/// Tools that can come and go while a conversation runs: the runtime (`ishiki_core::Runtime`)
+/// is one. Whatever follows a source whose tool list changes (ishiki-mcp's
+/// `apply_tool_changes`) takes a `ToolSet`, so it needs no runtime.
+pub trait ToolSet {
+    /// Why a tool could not be added (an invalid definition or schema, a name in use).
+    type Error: fmt::Display;
+
+    /// Adds `tool`, or replaces the tool of the same name.
+    fn add_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), Self::Error>;
+
+    /// Removes the tool `name`; `false` when there is none to remove.
+    fn remove_tool(&mut self, name: &str) -> bool;
 }
 
 /// The default display of a raw result (see [`Tool::to_model_output`]).
