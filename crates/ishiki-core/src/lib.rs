@@ -128,6 +128,7 @@ pub mod located;
 pub mod markup;
 mod platform;
 mod profile;
+mod registry;
 mod rejection;
 mod runtime;
 mod state_dir;

@@ -12,7 +12,7 @@ use ishiki_tool::{Tool, ToolContext, ToolError, ToolErrorKind};
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
 
-use super::direct::{DirectCall, DirectOutput, DirectTool, MAX_MEDIA_PER_RESULT};
+use super::direct::{DirectCall, DirectOutput, DirectTool, MAX_MEDIA_PER_RESULT, ToolLookup};
 use super::{Shared, builtin_def};
 #[cfg(feature = "codemode")]
 use crate::convert::codemode_tool_error;
@@ -159,7 +159,7 @@ impl CallableTool for ProgramTool {
 /// `lifetime` (READ-2).
 fn callable_tools(
     shared: &Arc<Shared>,
-    tools: &[(ToolDef, Arc<dyn Tool>)],
+    tools: &dyn ToolLookup,
     context: &ToolContext,
 ) -> Vec<Arc<dyn CallableTool>> {
     let available: Vec<String> = shared
@@ -172,8 +172,8 @@ fn callable_tools(
     let mut out: Vec<Arc<dyn CallableTool>> = Vec::new();
     for name in available {
         let Some((def, tool)) = tools
-            .iter()
-            .find(|(d, t)| d.name == name && t.callable_from_programs())
+            .lookup(&name)
+            .filter(|(_, t)| t.callable_from_programs())
         else {
             continue;
         };

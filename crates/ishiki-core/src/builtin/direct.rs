@@ -28,6 +28,17 @@ pub(crate) trait DirectTool: Tool {
     ) -> Result<DirectOutput, ToolError>;
 }
 
+/// The registered tools by name, as a direct call sees them (what a program may call is chosen
+/// from them); the runtime's registry is the one implementation.
+pub(crate) trait ToolLookup: Send + Sync + std::fmt::Debug {
+    /// The tool `name` with its definition.
+    #[cfg_attr(
+        not(feature = "codemode"),
+        expect(dead_code, reason = "programs read it")
+    )]
+    fn lookup(&self, name: &str) -> Option<(&ToolDef, &Arc<dyn Tool>)>;
+}
+
 /// A direct call of any other tool: the called tool's [`Tool::execute`] under the call's
 /// limits ([`DirectCall::execute`]), the raw result rendered by its [`Tool::to_model_output`]
 /// and sent through the outlet ([`DirectCall::emit`]).
@@ -61,7 +72,7 @@ pub(crate) struct DirectCall<'a> {
         not(feature = "codemode"),
         expect(dead_code, reason = "programs read it")
     )]
-    pub(crate) tools: &'a [(ToolDef, Arc<dyn Tool>)],
+    pub(crate) tools: &'a dyn ToolLookup,
     #[cfg_attr(
         not(feature = "codemode"),
         expect(dead_code, reason = "programs read it")

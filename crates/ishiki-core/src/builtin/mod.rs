@@ -24,7 +24,7 @@ mod send_message;
 #[cfg(feature = "codemode")]
 pub(crate) use codemode::CodemodeTool;
 pub(crate) use control::ControlTool;
-pub(crate) use direct::{DirectCall, DirectTool, call_plain};
+pub(crate) use direct::{DirectCall, DirectTool, ToolLookup, call_plain};
 pub(crate) use programs::{ProgramSettings, Sandbox};
 pub(crate) use read::ReadTool;
 pub(crate) use search::SearchTool;

@@ -137,12 +137,7 @@ impl Runtime {
             }
         }
         if text_protocol && let Some(text) = response.text() {
-            let schema_of = |name: &str| {
-                self.tools
-                    .iter()
-                    .find(|(d, _)| d.name == name)
-                    .map(|(d, _)| d.input_schema.clone())
-            };
+            let schema_of = |name: &str| self.tools.input_schema(name).cloned();
             for segment in text_protocol::parse(&text, &schema_of) {
                 let id = format!("s{step}-call{}", planned.len() + 1);
                 match segment {

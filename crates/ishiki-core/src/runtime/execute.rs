@@ -16,6 +16,7 @@ use crate::builtin::{self, DirectCall};
 use crate::convert;
 use crate::error::RuntimeError;
 use crate::message::{Message, Model, Part, Role};
+use crate::registry::Origin;
 use crate::store::Batch;
 
 impl Runtime {
@@ -151,7 +152,7 @@ impl Runtime {
             .available()
             .iter()
             .any(|d| d.name == call.name);
-        let Some(tool) = self.tool(&call.name).cloned() else {
+        let Some(entry) = self.tools.get(&call.name) else {
             return (
                 failed(format!("there is no tool named `{}`", call.name)),
                 Vec::new(),
@@ -166,11 +167,9 @@ impl Runtime {
                 Vec::new(),
             );
         }
-        if let Some(message) = crate::guard::imprecise_number(&call.input).or_else(|| {
-            self.validators
-                .get(&call.name)
-                .and_then(|validator| validation_error(validator, &call.input))
-        }) {
+        if let Some(message) = crate::guard::imprecise_number(&call.input)
+            .or_else(|| validation_error(&entry.validator, &call.input))
+        {
             return (
                 failed(format!("invalid input for `{}`: {message}", call.name)),
                 Vec::new(),
@@ -187,7 +186,7 @@ impl Runtime {
             self.shared.abandoned.clone(),
         );
         let direct = DirectCall {
-            tool: tool.clone(),
+            tool: entry.tool.clone(),
             name: &call.name,
             context: &context,
             limits,
@@ -197,9 +196,9 @@ impl Runtime {
             sandbox: self.sandbox.as_ref(),
         };
         let input = call.input.clone();
-        let outcome = match self.direct.get(&call.name) {
-            Some(builtin) => builtin.call_direct(input, &direct).await,
-            None => builtin::call_plain(input, &direct).await,
+        let outcome = match &entry.origin {
+            Origin::BuiltinDirect(builtin) => builtin.call_direct(input, &direct).await,
+            Origin::Builtin | Origin::Registered => builtin::call_plain(input, &direct).await,
         };
         match outcome {
             Ok(done) => {

@@ -8,7 +8,7 @@
 //! - history stores resource references and source links, never a request's display choice
 //!   (PRJ-1): attachment messages are recomputed by the projection for every request.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +30,7 @@ use crate::edits::{EditPolicy, EditReport};
 use crate::message::{Message, Request};
 use crate::platform::{NullPlatform, Platform, VisionModel};
 use crate::profile::Assembly;
+use crate::registry::{self, Origin, Registry};
 use crate::state_dir;
 use crate::store::{Batch, Durability, HistoryStore, StoredAttachment, StoredMessage};
 
@@ -404,15 +405,10 @@ struct CatalogBlob {
 pub struct Runtime {
     shared: Arc<Shared>,
     outlet: Outlet,
-    /// Every registered tool with its definition, read once at start (definitions are fixed).
-    tools: Vec<(ToolDef, Arc<dyn Tool>)>,
-    /// The names of the built-in tools, which cannot be replaced or removed. Known from where
-    /// they were made, not from a definition's `origin` label, which any tool may set.
-    builtins: BTreeSet<String>,
-    /// The built-ins that serve a direct call their own way (`read`, `codemode`); every other
-    /// tool is served by `builtin::call_plain`.
-    direct: HashMap<String, Arc<dyn builtin::DirectTool>>,
-    validators: HashMap<String, Arc<jsonschema::Validator>>,
+    /// Every tool with its definition (read once), compiled schema and origin: the one list,
+    /// which alone changes the catalog's. Built-ins are known from where they were made, not
+    /// from a definition's `origin` label, which any tool may set.
+    tools: Registry,
     sandbox: Option<builtin::Sandbox>,
     /// Behind a mutex only so that `Runtime` is `Sync` (stores need only be `Send`), which lets
     /// `execute` run in a task on a multi-threaded executor; every use has `&mut self`, so the
@@ -553,19 +549,13 @@ impl Runtime {
     /// tools of the start); programs see the new tool from the next step on.
     pub fn add_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), RuntimeError> {
         let (def, validator) = checked_definition(tool.as_ref(), "added")?;
-        if self.is_builtin(&def.name) {
-            return Err(RuntimeError::new(
-                RuntimeErrorKind::Config,
-                format!("the tool `{}` is built in and cannot be replaced", def.name),
-            ));
-        }
-        self.validators.insert(def.name.clone(), validator);
-        self.shared.catalog_mut().add(def.clone());
-        match self.tools.iter_mut().find(|(d, _)| d.name == def.name) {
-            Some(slot) => *slot = (def, tool),
-            None => self.tools.push((def, tool)),
-        }
-        Ok(())
+        let entry = registry::Entry {
+            def,
+            tool,
+            validator,
+            origin: Origin::Registered,
+        };
+        self.tools.add(entry, &mut self.shared.catalog_mut())
     }
 
     /// Removes a tool added earlier (e.g. an MCP server no longer lists it). It stays in the
@@ -573,25 +563,7 @@ impl Runtime {
     /// "no longer available" note (earlier messages are never edited), and a call to it gets
     /// a clear error. Built-in tools cannot be removed. Returns whether a tool was removed.
     pub fn remove_tool(&mut self, name: &str) -> bool {
-        if self.is_builtin(name) {
-            return false;
-        }
-        let before = self.tools.len();
-        self.tools.retain(|(d, _)| d.name != name);
-        self.validators.remove(name);
-        let removed = self.shared.catalog_mut().remove(name);
-        removed || self.tools.len() != before
-    }
-
-    fn is_builtin(&self, name: &str) -> bool {
-        self.builtins.contains(name)
-    }
-
-    fn tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools
-            .iter()
-            .find(|(d, _)| d.name == name)
-            .map(|(_, t)| t)
+        self.tools.remove(name, &mut self.shared.catalog_mut())
     }
 }
 

@@ -1,7 +1,7 @@
 //! Opening a runtime: the state directory, stores, resource center, built-in tools, catalog
 //! and the history restored from the store; calls interrupted by a crash are answered (SEC-4).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use ishiki_outlet::Outlet;
@@ -23,6 +23,7 @@ use crate::context::{ContextState, Window};
 use crate::error::{RuntimeError, RuntimeErrorKind, err};
 use crate::message::{Message, Part, Role};
 use crate::profile::Assembly;
+use crate::registry::{self, Origin, Registry};
 use crate::store::{Batch, HistoryStore, StoreErrorKind};
 use crate::{builtin, decode, state_dir};
 
@@ -131,22 +132,21 @@ impl Runtime {
         }
         // Everything before the registered tools is built in (codemode among them).
         let builtin_count = tools.len() - registered;
-        let mut builtins = BTreeSet::new();
-        let mut validators = HashMap::new();
-        let mut seen = BTreeSet::new();
-        for (k, tool) in tools.iter().enumerate() {
+        let mut registry = Registry::default();
+        for (k, tool) in tools.into_iter().enumerate() {
             let (def, validator) = checked_definition(tool.as_ref(), "registered")?;
-            if !seen.insert(def.name.clone()) {
-                return Err(RuntimeError::new(
-                    RuntimeErrorKind::Config,
-                    format!("two tools are named `{}`", def.name),
-                ));
-            }
-            if k < builtin_count {
-                builtins.insert(def.name.clone());
-            }
-            validators.insert(def.name.clone(), validator);
-            shared.catalog_mut().add(def);
+            let origin = match direct.remove(&def.name) {
+                Some(direct) => Origin::BuiltinDirect(direct),
+                None if k < builtin_count => Origin::Builtin,
+                None => Origin::Registered,
+            };
+            let entry = registry::Entry {
+                def,
+                tool,
+                validator,
+                origin,
+            };
+            registry.register(entry, &mut shared.catalog_mut())?;
         }
 
         let store: Box<dyn HistoryStore> = match b.store {
@@ -216,11 +216,10 @@ impl Runtime {
             blob.announced
         } else {
             // A new session: what the first request lists needs no announcement.
-            tools
-                .iter()
-                .map(|t| t.definition())
+            registry
+                .defs()
                 .filter(|d| d.resident || !shared.assembly.profile.toolsearch.enable)
-                .map(|d| d.name)
+                .map(|d| d.name.clone())
                 .collect()
         };
         let step: u64 = match stored.meta.get("step") {
@@ -253,10 +252,7 @@ impl Runtime {
         let mut runtime = Self {
             shared,
             outlet: Outlet::new(artifacts).with_budget(b.budget),
-            tools: tools.into_iter().map(|t| (t.definition(), t)).collect(),
-            builtins,
-            direct,
-            validators,
+            tools: registry,
             sandbox,
             store: Mutex::new(store),
             history,
