@@ -21,6 +21,23 @@ use crate::error::{RuntimeError, RuntimeErrorKind, err};
 use crate::message::{Message, Part, Request, Role, ToolSpec};
 use crate::store::Batch;
 
+/// What the catalog gives one request: the tool list, the delta message announcing what
+/// changed (if anything did), and what is announced once the request is committed.
+/// What the context engine weighs for one request besides its messages: the window, the
+/// tokens of the tool list and the delta (`fixed`), and the tool list a compaction must keep.
+#[derive(Clone, Copy)]
+struct ContextStep<'a> {
+    window: crate::context::Window,
+    fixed: u64,
+    tools: &'a [ToolSpec],
+}
+
+struct CatalogStep {
+    tools: Vec<ToolSpec>,
+    delta: Option<Arc<Message>>,
+    announced: Vec<String>,
+}
+
 impl Runtime {
     /// Registers an inbound platform message (PRJ-2): its images become `asset://<UUID v7>`
     /// resources (when within `assets.autoDownloadMaxBytes`, RES-9) and attachment records of
@@ -234,6 +251,66 @@ impl Runtime {
             ));
         }
         let step = self.step + 1;
+        let CatalogStep {
+            tools,
+            delta,
+            announced,
+        } = self.catalog_step(step);
+
+        // The tokens of the tool list and the delta, which the projection does not count.
+        let fixed = crate::context::tools_tokens(&tools)
+            + delta.as_deref().map_or(0, crate::context::message_tokens);
+        let mut ctx = context.unwrap_or_else(|| self.context.clone());
+        let mut built = self.project_messages(&ctx)?;
+        let estimated_before = ctx.calibrated(fixed + built.raw);
+        let mut report = ContextReport {
+            estimated_before,
+            estimated_after: estimated_before,
+            window: self.window.map(|w| w.tokens),
+            ..ContextReport::default()
+        };
+        let compaction = match self.window {
+            Some(window) => {
+                let step = ContextStep {
+                    window,
+                    fixed,
+                    tools: &tools,
+                };
+                self.fold_or_compact(step, &mut ctx, &mut built, &mut report)?
+            }
+            None => None,
+        };
+        let raw_estimate = fixed + built.raw;
+        report.estimated_after = ctx.calibrated(raw_estimate);
+        let Projected {
+            mut messages,
+            pending,
+            ..
+        } = built;
+        if let Some(delta) = &delta {
+            messages.push(delta.clone());
+        }
+        let budget = self.image_budget();
+        let (messages, edits) =
+            crate::edits::plan(&self.last_sent, messages, self.edit_policy, budget);
+        Ok(Prepared {
+            step,
+            request: Request { tools, messages },
+            edits,
+            context: report,
+            compaction,
+            pending,
+            delta,
+            announced,
+            next_context: ctx,
+            raw_estimate,
+        })
+    }
+
+    /// The step's tool list and catalog delta (TS-3, TS-5): every tool listed so far keeps its
+    /// place (removed ones too, so the prefix stays); tools not yet announced are announced as
+    /// added, and announced ones that were removed as gone, once.
+    fn catalog_step(&self, step: u64) -> CatalogStep {
         let step_catalog = self.shared.catalog_mut().begin_step();
         let tools: Vec<ToolSpec> = step_catalog
             .tools
@@ -299,102 +376,114 @@ impl Runtime {
         let mut announced = self.announced.clone();
         announced.extend(added.iter().map(|d| d.name.clone()));
         announced.retain(|n| !removed.contains(n));
+        CatalogStep {
+            tools,
+            delta,
+            announced,
+        }
+    }
 
-        let tools_raw = crate::context::tools_tokens(&tools);
-        let delta_raw = delta.as_deref().map_or(0, crate::context::message_tokens);
-        let mut ctx = context.unwrap_or_else(|| self.context.clone());
-        let mut built = self.project_messages(&ctx)?;
-        let raw = |b: &Projected| tools_raw + delta_raw + b.raw;
-        let estimated_before = ctx.calibrated(raw(&built));
-        let mut report = ContextReport {
-            estimated_before,
-            estimated_after: estimated_before,
-            window: self.window.map(|w| w.tokens),
-            ..ContextReport::default()
-        };
+    /// The context engine for one request (`crate::context`): past `context.foldAt` the oldest
+    /// results are folded (`fold_results`) and `built` is projected again; when that is not
+    /// enough, the request to compact. `ctx` and `report` take what changed.
+    fn fold_or_compact(
+        &self,
+        step: ContextStep<'_>,
+        ctx: &mut ContextState,
+        built: &mut Projected,
+        report: &mut ContextReport,
+    ) -> Result<Option<super::CompactionRequest>, RuntimeError> {
+        let estimated_before = report.estimated_before;
         let mut compaction = None;
-        if let Some(window) = self.window {
-            let thresholds = Thresholds::new(&self.context_config, window);
-            // Only a request past foldAt (or after a "too long") looks for what to fold: the
-            // scan reads every result's text.
-            let candidates = if estimated_before > thresholds.fold || ctx.force {
-                crate::context::candidates(&built.messages, &ctx, &self.context_config)
-            } else {
-                Vec::new()
+        let thresholds = Thresholds::new(&self.context_config, step.window);
+        // Only a request past foldAt (or after a "too long") looks for what to fold: the
+        // scan reads every result's text.
+        let candidates = if estimated_before > thresholds.fold || ctx.force {
+            crate::context::candidates(&built.messages, ctx, &self.context_config)
+        } else {
+            Vec::new()
+        };
+        let chosen = crate::context::choose(&candidates, estimated_before, thresholds, ctx);
+        self.fold_results(&chosen, &candidates, built, ctx, report)?;
+        // Past foldAt with too little left to fold (stubs, calls and never-folded results
+        // pile up in a long session): compaction is what frees room, and it also keeps
+        // every later step's work proportional to what it kept.
+        let exhausted = estimated_before > thresholds.fold
+            && !crate::context::worth_folding(&candidates, thresholds, ctx);
+        if !chosen.is_empty() {
+            *built = self.project_messages(ctx)?;
+        }
+        let estimate = ctx.calibrated(step.fixed + built.raw);
+        let over = estimate > thresholds.compact
+            || (ctx.force && estimate > thresholds.fold)
+            || (exhausted && estimate > thresholds.fold);
+        if over {
+            compaction = self.compaction_request(ctx, built, step.tools, thresholds);
+        }
+        ctx.force = false;
+        Ok(compaction)
+    }
+
+    /// Archives each chosen result's exact text (and, with `context.foldInputs`, its input)
+    /// and records the fold in `ctx`: the stub's URL reads the text back byte for byte.
+    fn fold_results(
+        &self,
+        chosen: &[String],
+        candidates: &[crate::context::Candidate],
+        built: &Projected,
+        ctx: &mut ContextState,
+        report: &mut ContextReport,
+    ) -> Result<(), RuntimeError> {
+        for call_id in chosen {
+            let Some(candidate) = candidates.iter().find(|c| &c.call_id == call_id) else {
+                continue;
             };
-            let chosen = crate::context::choose(&candidates, estimated_before, thresholds, &ctx);
-            for call_id in &chosen {
-                let Some(candidate) = candidates.iter().find(|c| &c.call_id == call_id) else {
-                    continue;
-                };
-                let Some(text) = crate::context::result_text(&built.messages, call_id) else {
-                    continue;
-                };
-                // The exact text the model saw: the stub's URL reads it back byte for byte.
-                let url = self
-                    .shared
-                    .artifacts
-                    .put("folded", text.as_bytes(), "txt")
-                    .map_err(|e| err(RuntimeErrorKind::Io, "cannot archive a folded result")(&e))?;
-                self.own_archive(&url);
-                report.folded.push(crate::context::FoldedReport {
-                    call_id: call_id.clone(),
-                    url: url.clone(),
-                });
-                let input_url = match self.context_config.fold_inputs {
-                    true => match crate::context::foldable_input(&built.messages, call_id) {
-                        Some(input) => Some(
-                            self.shared
-                                .artifacts
-                                .put("folded", input.to_string().as_bytes(), "json")
-                                .map_err(|e| {
-                                    err(RuntimeErrorKind::Io, "cannot archive a folded input")(&e)
-                                })
-                                .inspect(|url| self.own_archive(url))?,
-                        ),
-                        None => None,
-                    },
-                    false => None,
-                };
-                ctx.folds.push(crate::context::Fold {
-                    call_id: call_id.clone(),
-                    tool: candidate.tool.clone(),
-                    url,
-                    lines: text.lines().count(),
-                    chars: text.chars().count(),
-                    input_url,
-                });
-            }
-            // Past foldAt with too little left to fold (stubs, calls and never-folded results
-            // pile up in a long session): compaction is what frees room, and it also keeps
-            // every later step's work proportional to what it kept.
-            let exhausted = estimated_before > thresholds.fold
-                && !crate::context::worth_folding(&candidates, thresholds, &ctx);
-            if !chosen.is_empty() {
-                built = self.project_messages(&ctx)?;
-            }
-            let estimate = ctx.calibrated(raw(&built));
-            let over = estimate > thresholds.compact
-                || (ctx.force && estimate > thresholds.fold)
-                || (exhausted && estimate > thresholds.fold);
-            if over {
-                compaction = self.compaction_request(&ctx, &built, &tools, thresholds);
-            }
-            ctx.force = false;
+            let Some(text) = crate::context::result_text(&built.messages, call_id) else {
+                continue;
+            };
+            // The exact text the model saw: the stub's URL reads it back byte for byte.
+            let url = self
+                .shared
+                .artifacts
+                .put("folded", text.as_bytes(), "txt")
+                .map_err(|e| err(RuntimeErrorKind::Io, "cannot archive a folded result")(&e))?;
+            self.own_archive(&url);
+            report.folded.push(crate::context::FoldedReport {
+                call_id: call_id.clone(),
+                url: url.clone(),
+            });
+            let input_url = match self.context_config.fold_inputs {
+                true => match crate::context::foldable_input(&built.messages, call_id) {
+                    Some(input) => Some(
+                        self.shared
+                            .artifacts
+                            .put("folded", input.to_string().as_bytes(), "json")
+                            .map_err(|e| {
+                                err(RuntimeErrorKind::Io, "cannot archive a folded input")(&e)
+                            })
+                            .inspect(|url| self.own_archive(url))?,
+                    ),
+                    None => None,
+                },
+                false => None,
+            };
+            ctx.folds.push(crate::context::Fold {
+                call_id: call_id.clone(),
+                tool: candidate.tool.clone(),
+                url,
+                lines: text.lines().count(),
+                chars: text.chars().count(),
+                input_url,
+            });
         }
-        report.estimated_after = ctx.calibrated(raw(&built));
-        let raw_estimate = raw(&built);
-        let Projected {
-            mut messages,
-            pending,
-            ..
-        } = built;
-        if let Some(delta) = &delta {
-            messages.push(delta.clone());
-        }
+        Ok(())
+    }
+
+    /// The per-request image budgets (PRJ-8): the profile's, within the provider's limits.
+    fn image_budget(&self) -> ImageBudget {
         let config = self.attachment_config();
         let limits = &config.provider_limits;
-        let budget = ImageBudget {
+        ImageBudget {
             images: limits
                 .images
                 .map_or(config.max_image_count, |n| n.min(config.max_image_count)),
@@ -404,21 +493,7 @@ impl Runtime {
                 .map_or(config.max_total_image_bytes, |b| {
                     (b / 4 * 3).min(config.max_total_image_bytes)
                 }),
-        };
-        let (messages, edits) =
-            crate::edits::plan(&self.last_sent, messages, self.edit_policy, budget);
-        Ok(Prepared {
-            step,
-            request: Request { tools, messages },
-            edits,
-            context: report,
-            compaction,
-            pending,
-            delta,
-            announced,
-            next_context: ctx,
-            raw_estimate,
-        })
+        }
     }
 
     /// History as the next request shows it under `ctx`: compacted turns replaced by their
