@@ -4,13 +4,16 @@
 use std::sync::Arc;
 
 use ishiki_projection::AttachmentRecord;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{CatalogBlob, Entry, PlannedCall, Prepared, Runtime, stored_message, to_json};
+use super::meta::Meta;
+use super::{
+    CatalogBlob, Entry, MessageRecord, PlannedCall, Prepared, Runtime, stored_message, to_json,
+};
 use crate::error::RuntimeError;
 use crate::message::{Message, ModelResponse, Part, Role, ToolCall};
 use crate::profile::ToolCalling;
-use crate::store::Batch;
+use crate::store::{Batch, StoredMessage};
 use crate::text_protocol;
 use crate::text_protocol::Segment;
 
@@ -181,22 +184,17 @@ impl Runtime {
         if let Some(delta) = &prepared.delta {
             batch.messages.push(stored_message(delta)?);
         }
-        let mut stored = stored_message(&assistant)?;
-        if let (Some(usage), Value::Object(record)) = (&response.usage, &mut stored.json) {
-            // Persisted beside the message it paid for; `Message` ignores the key on load.
-            record.insert("usage".to_owned(), to_json(usage)?);
-        }
-        if let (false, Value::Object(record)) =
-            (response.input_transformations.is_empty(), &mut stored.json)
-        {
-            // What the provider changed in the request this response answered (thinking it
-            // dropped), kept for diagnosis beside the message; `Message` ignores it on load.
-            record.insert(
-                "input_transformations".to_owned(),
-                Value::Array(response.input_transformations.clone()),
-            );
-        }
-        batch.messages.push(stored);
+        // The provider's usage and input transformations are kept beside the message they
+        // belong to, in its record.
+        let record = MessageRecord {
+            message: assistant.clone(),
+            usage: response.usage,
+            input_transformations: response.input_transformations.clone(),
+        };
+        batch.messages.push(StoredMessage {
+            id: assistant.id.clone(),
+            json: to_json(&record)?,
+        });
         batch.delivery = Some(to_json(&delivery)?);
         batch.catalog = Some(to_json(&CatalogBlob {
             catalog: Some(self.shared.catalog_mut().state()),
@@ -209,12 +207,10 @@ impl Runtime {
         if context != self.context {
             // Folds, a compaction and the calibration take effect with the response to the
             // request that carried them, in its transaction: a restart projects the same.
-            batch.meta.push(("context".to_owned(), to_json(&context)?));
+            Meta::Context.put(&mut batch, &context)?;
         }
-        batch.meta.push(("step".to_owned(), json!(step)));
-        batch
-            .meta
-            .push(("pending_calls".to_owned(), to_json(&planned)?));
+        Meta::Step.put(&mut batch, &step)?;
+        Meta::PendingCalls.put(&mut batch, &planned)?;
         self.commit_batch(&batch, "cannot store the response")?;
         self.step = step;
         self.delivery = delivery;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use ishiki_outlet::Outlet;
 use ishiki_projection::{AttachmentRecord, SourceLink};
 use ishiki_tool::{ToolContext, ToolErrorKind};
-use serde_json::json;
 
+use super::meta::Meta;
 use super::{
     CallReport, CatalogBlob, Entry, PlannedCall, Runtime, stored_message, stored_record, to_json,
     validation_error,
@@ -58,7 +58,7 @@ impl Runtime {
             catalog: Some(self.shared.catalog_mut().state()),
             announced: self.announced.clone(),
         })?);
-        batch.meta.push(("pending_calls".to_owned(), json!([])));
+        Meta::PendingCalls.put(&mut batch, &[] as &[super::PlannedCall])?;
         self.commit_batch(&batch, "cannot store the tool results")?;
         self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);

@@ -38,6 +38,7 @@ mod commit;
 mod compact;
 mod execute;
 mod media;
+mod meta;
 mod open;
 mod prepare;
 
@@ -619,7 +620,24 @@ fn stored_message(message: &Message) -> Result<StoredMessage, RuntimeError> {
     })
 }
 
-fn to_json<T: Serialize>(value: &T) -> Result<Value, RuntimeError> {
+/// A message as the history store keeps it: the message's own fields, and, beside an
+/// assistant message, what its provider reported of the request it answered. Those are no
+/// fields of `Message` (the model boundary), so they are fields here, in the same JSON object
+/// as the message's: a record written before this type reads the same.
+#[derive(Debug, Serialize, Deserialize)]
+struct MessageRecord {
+    #[serde(flatten)]
+    message: Message,
+    /// The provider's token counts for the response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usage: Option<crate::message::Usage>,
+    /// What the provider changed in the request (thinking it dropped), verbatim, for
+    /// diagnosis.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    input_transformations: Vec<Value>,
+}
+
+fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<Value, RuntimeError> {
     serde_json::to_value(value)
         .map_err(|e| err(RuntimeErrorKind::Internal, "cannot serialize state")(&e))
 }

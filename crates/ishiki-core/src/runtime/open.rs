@@ -12,11 +12,11 @@ use ishiki_resources::{
 };
 use ishiki_tool::Tool;
 use ishiki_toolsearch::Catalog;
-use serde_json::{Value, json};
 
+use super::meta::Meta;
 use super::{
-    CatalogBlob, Entry, PlannedCall, Runtime, RuntimeBuilder, StoredRecord, checked_definition,
-    stored_message,
+    CatalogBlob, Entry, MessageRecord, PlannedCall, Runtime, RuntimeBuilder, StoredRecord,
+    checked_definition, stored_message,
 };
 use crate::builtin::Shared;
 use crate::context::{ContextState, Window};
@@ -166,15 +166,9 @@ impl Runtime {
         let mut history = Vec::new();
         for (m, withdrawn) in stored.messages {
             let row = format!("id `{}`", m.id);
-            let mut json = m.json;
-            // The provider's usage is stored beside the assistant message it paid for (see
-            // `commit`); it is no field of `Message`, but it is decoded as strictly.
-            if let Value::Object(record) = &mut json
-                && let Some(usage) = record.remove("usage")
-            {
-                let _: crate::message::Usage = decode::strict("messages", &row, usage)?;
-            }
-            let message: Message = decode::strict("messages", &row, json)?;
+            // The record's usage and input transformations are decoded as strictly as the
+            // message, and stay in the store (nothing in a request reads them back).
+            let MessageRecord { message, .. } = decode::strict("messages", &row, m.json)?;
             if message.id != m.id {
                 return Err(decode::damaged(
                     "messages",
@@ -212,7 +206,7 @@ impl Runtime {
         if let Some(state) = &blob.catalog {
             shared.catalog_mut().restore(state);
         }
-        let announced = if stored.meta.contains_key("step") {
+        let announced = if Meta::Step.is_in(&stored.meta) {
             blob.announced
         } else {
             // A new session: what the first request lists needs no announcement.
@@ -222,14 +216,8 @@ impl Runtime {
                 .map(|d| d.name.clone())
                 .collect()
         };
-        let step: u64 = match stored.meta.get("step") {
-            Some(v) => decode::strict("meta", "key `step`", v.clone())?,
-            None => 0,
-        };
-        let context: ContextState = match stored.meta.get("context") {
-            Some(v) => decode::strict("meta", "key `context`", v.clone())?,
-            None => ContextState::default(),
-        };
+        let step: u64 = Meta::Step.read(&stored.meta)?.unwrap_or(0);
+        let context: ContextState = Meta::Context.read(&stored.meta)?.unwrap_or_default();
         for url in context.archive_urls() {
             own_archives.insert(url);
         }
@@ -241,10 +229,8 @@ impl Runtime {
             })
         });
         let context_config = shared.assembly.profile.context.clone();
-        let interrupted: Vec<PlannedCall> = match stored.meta.get("pending_calls") {
-            Some(v) => decode::strict("meta", "key `pending_calls`", v.clone())?,
-            None => Vec::new(),
-        };
+        let interrupted: Vec<PlannedCall> =
+            Meta::PendingCalls.read(&stored.meta)?.unwrap_or_default();
 
         let sandbox =
             builtin::programs::sandbox(shared.assembly.profile.codemode.enable, b.programs);
@@ -303,7 +289,7 @@ impl Runtime {
         };
         let mut batch = Batch::default();
         batch.messages.push(stored_message(&message)?);
-        batch.meta.push(("pending_calls".to_owned(), json!([])));
+        Meta::PendingCalls.put(&mut batch, &[] as &[PlannedCall])?;
         self.commit_batch(&batch, "cannot store the interrupted results")?;
         self.history.push(Entry::new(Arc::new(message), false));
         Ok(())

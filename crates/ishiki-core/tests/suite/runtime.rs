@@ -1102,3 +1102,52 @@ async fn reasoning_and_usage_are_committed_with_the_response() {
         }
     );
 }
+
+/// What the provider changed in the request (thinking it dropped) is kept beside the assistant
+/// message with its usage, and a runtime reopened on that history loads it: both are fields of
+/// the stored record, not keys the message decoder must skip.
+#[tokio::test]
+async fn a_response_with_input_transformations_reopens_and_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    rt.add_user_message("m1", "think", &[]).unwrap();
+    let dropped = json!({ "type": "dropped_thinking", "blocks": 1 });
+    let response = ModelResponse {
+        parts: vec![ishiki_core::Part::Text {
+            text: "Done.".into(),
+        }],
+        usage: Some(ishiki_core::Usage {
+            input_tokens: 12,
+            ..ishiki_core::Usage::default()
+        }),
+        input_transformations: vec![dropped.clone()],
+    };
+    step(&mut rt, response).await;
+    drop(rt);
+    let store =
+        ishiki_core::SqliteStore::open(&dir.path().join("history.sqlite"), Durability::Normal)
+            .unwrap();
+    let state = ishiki_core::HistoryStore::load(&store).unwrap();
+    let (record, _) = state
+        .messages
+        .iter()
+        .find(|(m, _)| m.id.ends_with("-assistant"))
+        .expect("the assistant record");
+    assert_eq!(record.json["input_transformations"], json!([dropped]));
+    assert_eq!(record.json["usage"]["input_tokens"], 12);
+    drop(store);
+
+    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    let request = rt.prepare().expect("the history reopens").request;
+    let assistant = request
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Assistant)
+        .unwrap();
+    assert_eq!(
+        assistant.content,
+        [Part::Text {
+            text: "Done.".into()
+        }]
+    );
+}
