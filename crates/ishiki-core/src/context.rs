@@ -579,7 +579,7 @@ pub fn summary_messages(compaction: &Compaction, created_at: &str) -> Vec<Messag
         compaction.messages, compaction.url
     );
     let message = |suffix: &str, role: Role, content: Vec<Part>| Message {
-        id: format!("s{}-context-{suffix}", compaction.step),
+        id: crate::ids::context_message(compaction.step, suffix),
         role,
         created_at: created_at.to_owned(),
         content,

@@ -124,6 +124,7 @@ mod decode;
 pub mod edits;
 mod error;
 pub(crate) mod guard;
+mod ids;
 pub mod located;
 pub mod markup;
 mod platform;

@@ -109,7 +109,7 @@
 //! assert_eq!(raw[1]["mimeType"], "image/png");
 //!
 //! let failed = json!({ "isError": true, "content": [{ "type": "text", "text": "no such file" }] });
-//! assert_eq!(map_call_result(&failed, ResultShape::Content).unwrap_err(), "no such file");
+//! assert_eq!(map_call_result(&failed, ResultShape::Content).unwrap_err().message(), "no such file");
 //! ```
 
 mod client;

@@ -3,7 +3,7 @@
 //! ([`model_result`]), both over the content blocks as `readable_content` leaves them.
 
 use base64::Engine as _;
-use ishiki_tool::is_content_block;
+use ishiki_tool::{ToolError, is_content_block};
 use serde_json::{Value, json};
 
 /// What a program gets from a tool call (see [`map_call_result`]).
@@ -15,8 +15,8 @@ pub enum ResultShape {
     Content,
 }
 
-/// The raw result of a call (what `execute` returns and a codemode program sees), or the text
-/// of a tool error.
+/// The raw result of a call (what `execute` returns and a codemode program sees), or the tool
+/// error it reports.
 ///
 /// `result` is a `CallToolResult` in its wire shape (`content`, `structuredContent`,
 /// `isError`). With `structured` (the tool declares an output schema) and `structuredContent`
@@ -25,13 +25,16 @@ pub enum ResultShape {
 /// the model may read it (user-only blocks left out, `text/*` blobs as text, unknown blocks
 /// as a note), so `result[1]` is the second block.
 ///
-/// An `isError` result becomes `Err` with its text blocks joined (other blocks are named, not
-/// dropped silently), so a tool failure reads like one.
-pub fn map_call_result(result: &Value, shape: ResultShape) -> Result<Value, String> {
+/// An `isError` result becomes a [`ToolError`] of kind `Failed` whose message is its text blocks
+/// joined (other blocks are named, not dropped silently), so a tool failure reads like one.
+pub fn map_call_result(result: &Value, shape: ResultShape) -> Result<Value, ToolError> {
     let structured = shape == ResultShape::Structured;
     let content = content_of(result);
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        return Err(error_text(content, result.get("structuredContent")));
+        return Err(ToolError::new(error_text(
+            content,
+            result.get("structuredContent"),
+        )));
     }
     if structured && let Some(value) = result.get("structuredContent") {
         return Ok(value.clone());
@@ -44,10 +47,13 @@ pub fn map_call_result(result: &Value, shape: ResultShape) -> Result<Value, Stri
 /// output schema, so images and audio become attachments even beside `structuredContent`.
 /// Only a result without content blocks shows its `structuredContent` (as JSON). Errors as
 /// in [`map_call_result`].
-pub fn model_result(result: &Value) -> Result<Value, String> {
+pub fn model_result(result: &Value) -> Result<Value, ToolError> {
     let content = content_of(result);
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        return Err(error_text(content, result.get("structuredContent")));
+        return Err(ToolError::new(error_text(
+            content,
+            result.get("structuredContent"),
+        )));
     }
     match result.get("structuredContent") {
         Some(value) if content.is_empty() && !value.is_null() => Ok(value.clone()),
@@ -203,17 +209,23 @@ mod tests {
             { "type": "image", "data": "AAAA", "mimeType": "image/png" }
         ]});
         assert_eq!(
-            map_call_result(&result, ResultShape::Content).unwrap_err(),
+            map_call_result(&result, ResultShape::Content)
+                .unwrap_err()
+                .message(),
             "bad input\n[image block]"
         );
         let empty = json!({ "isError": true, "content": [] });
         assert_eq!(
-            map_call_result(&empty, ResultShape::Content).unwrap_err(),
+            map_call_result(&empty, ResultShape::Content)
+                .unwrap_err()
+                .message(),
             "the tool reported an error without a message"
         );
         let only_structured = json!({ "isError": true, "structuredContent": { "code": 7 } });
         assert_eq!(
-            map_call_result(&only_structured, ResultShape::Structured).unwrap_err(),
+            map_call_result(&only_structured, ResultShape::Structured)
+                .unwrap_err()
+                .message(),
             "{\"code\":7}"
         );
     }
@@ -248,7 +260,7 @@ mod tests {
             prop_assert_eq!(map_call_result(&result, shape(structured)), Ok(Value::Array(content.clone())));
             let failed = json!({ "content": content, "isError": true });
             let message = map_call_result(&failed, shape(structured)).unwrap_err();
-            prop_assert!(!message.trim().is_empty());
+            prop_assert!(!message.message().trim().is_empty());
         }
     }
 

@@ -155,7 +155,6 @@ impl Tool for McpTool {
                 },
             ),
         }
-        .map_err(ToolError::new)
     }
 
     fn program_view(&self) -> Option<Arc<dyn Tool>> {

@@ -142,7 +142,7 @@ impl Runtime {
         if text_protocol && let Some(text) = response.text() {
             let schema_of = |name: &str| self.tools.input_schema(name).cloned();
             for segment in text_protocol::parse(&text, &schema_of) {
-                let id = format!("s{step}-call{}", planned.len() + 1);
+                let id = crate::ids::text_call(step, planned.len() + 1);
                 match segment {
                     Segment::Text(_) => {}
                     Segment::Call(call) => planned.push(PlannedCall {
@@ -173,7 +173,7 @@ impl Runtime {
             }
         }
         let assistant = Message {
-            id: format!("s{step}-assistant"),
+            id: crate::ids::assistant_message(step),
             role: Role::Assistant,
             created_at: self.now(),
             content,

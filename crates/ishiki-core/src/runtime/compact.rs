@@ -225,7 +225,7 @@ impl Runtime {
         });
         let (through, replaced, mut messages) = plan(cut);
         messages.push(Arc::new(Message {
-            id: format!("s{}-context-compaction", self.step + 1),
+            id: crate::ids::context_message(self.step + 1, "compaction"),
             role: Role::User,
             created_at: self.now(),
             content: vec![Part::Text {

@@ -36,7 +36,7 @@ impl Runtime {
             reports.push(report);
         }
         let message = Message {
-            id: format!("s{step}-tools"),
+            id: crate::ids::tools_message(step),
             role: Role::Tool,
             created_at: self.now(),
             content: reports
@@ -208,7 +208,7 @@ impl Runtime {
                 for (k, (media, lifetime)) in done.attachments.iter().enumerate() {
                     infos.push(convert::attachment_info(media, *lifetime));
                     records.push(convert::attachment_record(
-                        format!("s{step}-{}-att-{}", call.id, k + 1),
+                        crate::ids::result_attachment(step, &call.id, k + 1),
                         SourceLink::ToolResult {
                             call_id: call.id.clone(),
                         },

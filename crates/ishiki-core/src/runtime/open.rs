@@ -272,7 +272,7 @@ impl Runtime {
             return Ok(());
         }
         let message = Message {
-            id: format!("s{}-tools", self.step),
+            id: crate::ids::tools_message(self.step),
             role: Role::Tool,
             created_at: self.now(),
             content: calls

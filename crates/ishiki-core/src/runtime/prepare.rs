@@ -72,14 +72,14 @@ impl Runtime {
         for (k, bytes) in images.iter().enumerate() {
             let info = ishiki_resources::sniff(bytes);
             let size = bytes.len() as u64;
-            let record_id = format!("{id}-image-{}", k + 1);
+            let record_id = crate::ids::inbound_image(id, k + 1);
             if limit == 0 || size > limit {
                 let reason = if limit == 0 {
                     "inbound downloads are off (assets.autoDownloadMaxBytes is 0)".to_owned()
                 } else {
                     format!("it is {size} bytes, over assets.autoDownloadMaxBytes ({limit} bytes)")
                 };
-                let url = format!("inbound:{id}/{}", k + 1);
+                let url = crate::ids::inbound_url(id, k + 1);
                 body.push_str(&format!(
                     "\n[attachment not downloaded: image {} of this message; {}; {size} bytes: {reason}]",
                     k + 1,
@@ -367,7 +367,7 @@ impl Runtime {
                 });
             }
             Arc::new(Message {
-                id: format!("s{step}-catalog"),
+                id: crate::ids::catalog_message(step),
                 role: Role::System,
                 created_at: self.now(),
                 content,
