@@ -126,7 +126,7 @@ fn model_for(
 /// The model's capability keys over its family's defaults ([`ModelFamily`]): thinking on where
 /// the family thinks adaptively (with summaries shown), reasoning summaries for reasoning
 /// models, the replay rule and `drop_block` safety net where thinking is bound to its prefix.
-fn apply_capabilities(config: &mut HttpConfig, caps: &ishiki_core::ModelCapabilities) {
+fn apply_capabilities(config: &mut HttpConfig, caps: &ishiki_core::profile::ModelCapabilities) {
     let family = ModelFamily::of(config.protocol, &config.model);
     config.max_tokens = caps.max_output_tokens.unwrap_or(family.max_output_tokens);
     config.preserved_thinking = caps.preserved_thinking.unwrap_or(family.preserved_thinking);

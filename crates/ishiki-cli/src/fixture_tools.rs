@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use base64::Engine as _;
+use ishiki_core::platform::Outgoing;
 use ishiki_core::{
-    ModelError, Outgoing, Platform, Tool, ToolContext, ToolDef, ToolError, VisionModel,
-    WorkspaceScheme,
+    ModelError, Platform, Tool, ToolContext, ToolDef, ToolError, VisionModel, WorkspaceScheme,
 };
 use ishiki_resources::{ReadLimit, ReadResult, ResourceError, ResourceErrorKind, SchemeHandler};
 use serde_json::{Value, json};

@@ -120,7 +120,7 @@ pub fn run(options: &RunOptions, out: &mut dyn Write, err: &mut dyn Write) -> Ex
 /// holds the profile, as a relative MCP `cwd` is.
 pub(crate) fn semantic_profile(profile: &mut Profile, flag: Option<&Path>, base: &Path) {
     if let Some(dir) = flag {
-        profile.toolsearch.semantic = Some(ishiki_core::SemanticSection {
+        profile.toolsearch.semantic = Some(ishiki_core::profile::SemanticSection {
             model: dir.to_string_lossy().into_owned(),
         });
     } else if let Some(semantic) = &mut profile.toolsearch.semantic

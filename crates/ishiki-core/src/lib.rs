@@ -117,7 +117,7 @@
 mod archives;
 mod attachment;
 mod builtin;
-mod clock;
+pub mod clock;
 pub mod context;
 mod convert;
 mod decode;
@@ -127,17 +127,17 @@ pub(crate) mod guard;
 mod ids;
 pub mod located;
 pub mod markup;
-mod platform;
-mod profile;
+pub mod platform;
+pub mod profile;
 mod registry;
 mod rejection;
 mod runtime;
 mod state_dir;
-mod store;
+pub mod store;
 pub mod text_protocol;
 
 pub use attachment::AttachmentInfo;
-pub use clock::{Clock, ManualClock, SystemClock, rfc3339, unix_millis};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use edits::{EditPolicy, EditReport};
 pub use error::{RuntimeError, RuntimeErrorKind};
 pub use guard::AbandonedWork;
@@ -147,32 +147,21 @@ pub use ishiki_model::{
     Compacted, DeltaEntry, MediaPart, Message, Model, ModelError, ModelErrorKind, ModelResponse,
     Part, Reasoning, Request, Role, ToolCall, ToolSpec, Usage,
 };
-pub use ishiki_tool::{
-    Tool, ToolContext, ToolError, ToolErrorKind, ToolSet, default_display, is_content_block,
-};
-pub use platform::{Dropped, NullPlatform, Outgoing, OutgoingImage, Platform, VisionModel};
-pub use profile::ImageLimits;
+pub use ishiki_tool::{Tool, ToolContext, ToolError, ToolErrorKind, ToolSet};
+pub use platform::{NullPlatform, Platform, VisionModel};
 #[cfg(feature = "semantic")]
 pub use profile::load_semantic_model;
-pub use profile::{
-    Assembly, AssemblyError, AssemblyErrorKind, AssetsSection, CleanupSection, CodemodeSection,
-    MAX_IMAGE_RENDERS_REMOVED, McpAuthDecl, McpSection, McpServerDecl, Modality, ModelCapabilities,
-    ModelDecl, ModelsDoc, Profile, SemanticSection, ToolCalling, ToolsSection, ToolsearchSection,
-    VisionTarget, assemble,
-};
+pub use profile::{Assembly, AssemblyError, AssemblyErrorKind, ModelsDoc, Profile, assemble};
 pub use rejection::image_rejection;
 pub use runtime::{CallReport, CompactionRequest, Prepared, Runtime, RuntimeBuilder, check_tool};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
-pub use store::{
-    Batch, Durability, HistoryStore, MemoryStore, StoreError, StoreErrorKind, StoredAttachment,
-    StoredMessage, StoredState,
-};
+pub use store::{Durability, HistoryStore, MemoryStore, StoreError, StoreErrorKind};
 
 /// Re-exported so tool authors and embedders need no direct dependency for these types.
 #[cfg(feature = "codemode")]
 pub use ishiki_codemode::{Limits, Sandbox, SandboxConfig, WorkerSpawn, run_if_worker};
-pub use ishiki_outlet::{Budget, Display, DisplayPart, Media};
+pub use ishiki_outlet::{Budget, DisplayPart, Media, ToolDisplay};
 pub use ishiki_projection::{AttachmentConfig, Lifetime};
 pub use ishiki_resources::{
     ArtifactStore, AssetStore, FileScheme, ResourceCenter, SchemeHandler, WorkspaceScheme,

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[cfg(feature = "profile")]
-use ishiki_core::{McpServerDecl, Profile};
+use ishiki_core::Profile;
+use ishiki_core::profile::McpServerDecl;
 
 /// The default limit, 30 s: the profile's `timeoutMs` default too
-/// (`ishiki_core::McpServerDecl::DEFAULT_TIMEOUT_MS`; a test holds them equal).
+/// (`ishiki_core::profile::McpServerDecl::DEFAULT_TIMEOUT_MS`; a test holds them equal).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How to reach one MCP server (a child process over stdio, or a remote server over Streamable

@@ -96,7 +96,12 @@ fn main() {
         loop {
             let cut = first_page(&text[offset..], budget, |c| {
                 let at = (offset + c) as u64;
-                continue_line(&format!("{url}?offset={at}"), at, bytes as u64)
+                continue_line(
+                    ishiki_outlet::DEFAULT_READER,
+                    &format!("{url}?offset={at}"),
+                    at,
+                    bytes as u64,
+                )
             });
             pages += 1;
             offset += cut.body_len;

@@ -8,12 +8,12 @@ use serde::{Deserialize, Serialize};
 ///
 /// The outlet joins text parts verbatim; each media part becomes a marker on a line of its own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Display {
+pub struct ToolDisplay {
     /// The parts, in display order.
     pub parts: Vec<DisplayPart>,
 }
 
-impl Display {
+impl ToolDisplay {
     /// An empty display.
     pub fn new() -> Self {
         Self::default()
@@ -37,19 +37,19 @@ impl Display {
     }
 }
 
-impl From<String> for Display {
+impl From<String> for ToolDisplay {
     fn from(text: String) -> Self {
         Self::text(text)
     }
 }
 
-impl From<&str> for Display {
+impl From<&str> for ToolDisplay {
     fn from(text: &str) -> Self {
         Self::text(text)
     }
 }
 
-/// One part of a [`Display`].
+/// One part of a [`ToolDisplay`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DisplayPart {
     /// Text, shown as is (and paged when the whole display is over budget).

@@ -1,7 +1,7 @@
 //! `ishiki-outlet`: the one exit of tool results on their way to the model.
 //!
 //! Every tool result — from a native tool call or the text protocol (OUT-1) — passes through an
-//! [`Outlet`] after the tool's own `toModelOutput` chose its [`Display`] (OUT-2). The outlet
+//! [`Outlet`] after the tool's own `toModelOutput` chose its [`ToolDisplay`] (OUT-2). The outlet
 //!
 //! - archives media parts as `artifact://<tool>/<name>` and replaces them in the text by a
 //!   [`marker`] `[attachment: URL; media/type; N bytes; WxH]` (OUT-3);
@@ -34,7 +34,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ishiki_outlet::{Budget, Display, Outlet};
+//! use ishiki_outlet::{Budget, ToolDisplay, Outlet};
 //! // With the `disk` feature, `ishiki_outlet::DiskArtifactStore` is the same type.
 //! use ishiki_resources::DiskArtifactStore;
 //!
@@ -44,13 +44,13 @@
 //! let outlet = Outlet::new(store.clone()).with_budget(Budget::default().with_max_lines(6).with_max_units(1000));
 //!
 //! // A short result reaches the model unchanged.
-//! let short = outlet.emit("bash", Display::text("ok\n"))?;
+//! let short = outlet.emit("bash", ToolDisplay::text("ok\n"))?;
 //! assert_eq!(short.text, "ok\n");
 //! assert!(short.continuation.is_none());
 //!
 //! // A long one is archived once; the model sees a page and a Continue line.
 //! let log: String = (1..=10).map(|n| format!("line {n}\n")).collect();
-//! let first = outlet.emit("bash", Display::text(log.clone()))?;
+//! let first = outlet.emit("bash", ToolDisplay::text(log.clone()))?;
 //! assert_eq!(first.body(), "line 1\nline 2\nline 3\nline 4\n");
 //! let next = first.continuation.clone().ok_or("no continuation")?;
 //! assert!(next.url.starts_with("artifact://bash/") && next.url.ends_with("?offset=28"));
@@ -70,9 +70,9 @@ mod error;
 mod outlet;
 mod page;
 
-pub use display::{Display, DisplayPart, Media, MediaRef, marker};
+pub use display::{DisplayPart, Media, MediaRef, ToolDisplay, marker};
 pub use error::{OutletError, OutletErrorKind};
-pub use outlet::{Continuation, Emitted, Outlet, continue_line};
+pub use outlet::{Continuation, DEFAULT_READER, Emitted, Outlet, continue_line};
 pub use page::{Budget, Cut, first_page, line_count, utf16_len};
 
 #[cfg(feature = "disk")]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ishiki_resources::{ArtifactStore, ReadSource, extension_for, image_dimensions, media_type_of};
 use serde::{Deserialize, Serialize};
 
-use crate::display::{Display, DisplayPart, Media, MediaRef, marker};
+use crate::display::{DisplayPart, Media, MediaRef, ToolDisplay, marker};
 use crate::error::{OutletError, OutletErrorKind};
 use crate::page::{Budget, first_page};
 
@@ -18,7 +18,13 @@ use crate::page::{Budget, first_page};
 pub struct Outlet {
     artifacts: Arc<dyn ArtifactStore>,
     budget: Budget,
+    /// The tool the Continue line tells the model to call (`read` unless set).
+    reader: String,
 }
+
+/// The tool a Continue line names unless the outlet is told otherwise
+/// ([`Outlet::with_reader`]): Ishiki's built-in `read`.
+pub const DEFAULT_READER: &str = "read";
 
 /// What the model sees of one tool result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,24 +61,24 @@ pub struct Continuation {
     pub url: String,
 }
 
-/// The Continue line shown under a page body: it starts with `[Continue`, carries the `read`
-/// input that fetches the next page (the URL verbatim, as a JSON string) and where the shown
-/// text ends within the whole (`shown`, `total`: bytes of the source's view). Both numbers only
-/// grow with the page, so the line's length does too, as [`first_page`](crate::first_page)
-/// expects.
+/// The Continue line shown under a page body: it starts with `[Continue`, names the tool that
+/// reads URLs (`reader`, [`DEFAULT_READER`] in Ishiki) with the input that fetches the next page
+/// (the URL verbatim, as a JSON string), and says where the shown text ends within the whole
+/// (`shown`, `total`: bytes of the source's view). Both numbers only grow with the page, so
+/// the line's length does too, as [`first_page`](crate::first_page) expects.
 ///
 /// ```
-/// use ishiki_outlet::continue_line;
+/// use ishiki_outlet::{DEFAULT_READER, continue_line};
 /// assert_eq!(
-///     continue_line("artifact://bash/0123456789abcdef.txt?offset=59990", 59990, 120000),
+///     continue_line(DEFAULT_READER, "artifact://bash/0123456789abcdef.txt?offset=59990", 59990, 120000),
 ///     r#"[Continue: read {"url":"artifact://bash/0123456789abcdef.txt?offset=59990"} — shown up to byte 59990 of 120000]"#
 /// );
 /// ```
-pub fn continue_line(url: &str, shown: u64, total: u64) -> String {
+pub fn continue_line(reader: &str, url: &str, shown: u64, total: u64) -> String {
     // JSON-escaping keeps the line one line and copy-pasteable as a tool input; resource URLs
     // contain nothing it would change.
     let url = serde_json::to_string(url).unwrap_or_else(|_| format!("\"{url}\""));
-    format!("[Continue: read {{\"url\":{url}}} — shown up to byte {shown} of {total}]")
+    format!("[Continue: {reader} {{\"url\":{url}}} — shown up to byte {shown} of {total}]")
 }
 
 /// True for URLs whose bytes are already persisted and immutable enough to reuse (CM-7).
@@ -88,7 +94,16 @@ impl Outlet {
         Self {
             artifacts,
             budget: Budget::default(),
+            reader: DEFAULT_READER.to_owned(),
         }
+    }
+
+    /// The same outlet with Continue lines naming `reader`, the embedder's tool that reads
+    /// resource URLs with a `url` input, instead of [`DEFAULT_READER`]. A longer name makes
+    /// the line longer, which the page budget must leave room for (see [`Budget`]).
+    pub fn with_reader(mut self, reader: impl Into<String>) -> Self {
+        self.reader = reader.into();
+        self
     }
 
     /// The same outlet with another page budget (see [`Budget`] for its minimum).
@@ -110,7 +125,7 @@ impl Outlet {
     /// gets its first page with a continuation into that artifact (OUT-5): later pages are
     /// reads of the artifact, never calls of the tool. A text within budget is returned
     /// unchanged, with no artifact and no continuation.
-    pub fn emit(&self, tool: &str, display: Display) -> Result<Emitted, OutletError> {
+    pub fn emit(&self, tool: &str, display: ToolDisplay) -> Result<Emitted, OutletError> {
         let mut text = String::new();
         let mut attachments = Vec::new();
         let mut after_marker = false;
@@ -257,7 +272,12 @@ impl Outlet {
     fn page(&self, text: &str, source: &ReadSource) -> (String, Option<Continuation>) {
         let cut = first_page(text, self.budget, |cut| {
             let shown = source.offset.saturating_add(cut as u64);
-            continue_line(&source.continue_url(cut as u64), shown, source.total)
+            continue_line(
+                &self.reader,
+                &source.continue_url(cut as u64),
+                shown,
+                source.total,
+            )
         });
         let page = cut.page_text(text);
         let continuation = cut.continue_line.as_ref().map(|_| Continuation {

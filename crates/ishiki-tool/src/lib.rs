@@ -3,7 +3,7 @@
 //!
 //! A [`Tool`] has a [`ToolDef`] (name, description, input and output schemas, resident flag,
 //! origin), an async raw [`Tool::execute`] whose JSON result is what a program sees, and a
-//! [`Tool::to_model_output`] that turns that result into the [`Display`] the outlet budgets for
+//! [`Tool::to_model_output`] that turns that result into the [`ToolDisplay`] the outlet budgets for
 //! the model. A failure is a [`ToolError`] whose message the model reads and whose
 //! [`ToolErrorKind`] the embedder branches on. The runtime validates the input against the
 //! input schema before `execute`, runs the call under its deadline, and archives or attaches
@@ -55,7 +55,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-pub use ishiki_outlet::{Display, DisplayPart, Media};
+pub use ishiki_outlet::{DisplayPart, Media, ToolDisplay};
 pub use ishiki_toolsearch::ToolDef;
 use serde_json::Value;
 
@@ -177,7 +177,7 @@ pub trait Tool: Send + Sync + fmt::Debug {
 
     /// The display representation of a raw result for a direct call. The default renders
     /// strings as text, MCP content arrays as text and media parts, anything else as JSON.
-    fn to_model_output(&self, raw: &Value) -> Display {
+    fn to_model_output(&self, raw: &Value) -> ToolDisplay {
         default_display(raw)
     }
 
@@ -223,15 +223,15 @@ pub trait ToolSet {
 }
 
 /// The default display of a raw result (see [`Tool::to_model_output`]).
-pub fn default_display(raw: &Value) -> Display {
+pub fn default_display(raw: &Value) -> ToolDisplay {
     match raw {
-        Value::String(text) => Display {
+        Value::String(text) => ToolDisplay {
             parts: vec![DisplayPart::Text(text.clone())],
         },
         Value::Array(items) if !items.is_empty() && items.iter().all(is_content_block) => {
             content_display(items)
         }
-        other => Display {
+        other => ToolDisplay {
             parts: vec![DisplayPart::Text(other.to_string())],
         },
     }
@@ -260,7 +260,7 @@ fn decode(data: &str) -> Option<Vec<u8>> {
 
 /// MCP content blocks as display parts: text as text, image/audio and blob resources as media,
 /// embedded text resources as text, resource links as their URI.
-fn content_display(items: &[Value]) -> Display {
+fn content_display(items: &[Value]) -> ToolDisplay {
     let mut parts = Vec::new();
     let push_text = |parts: &mut Vec<DisplayPart>, text: String| {
         if let Some(DisplayPart::Text(previous)) = parts.last_mut() {
@@ -319,5 +319,5 @@ fn content_display(items: &[Value]) -> Display {
             _ => push_text(&mut parts, item.to_string()),
         }
     }
-    Display { parts }
+    ToolDisplay { parts }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ishiki_outlet::{Display, DisplayPart, Media};
+use ishiki_outlet::{DisplayPart, Media, ToolDisplay};
 use ishiki_projection::Lifetime;
 use ishiki_resources::ReadResult;
 use ishiki_tool::{Tool, ToolContext, ToolError, ToolErrorKind};
@@ -215,7 +215,7 @@ async fn codemode_display(
     shared: &Shared,
     outcome: Outcome,
     limits: CallLimits,
-) -> Result<(Display, Vec<Lifetime>), ToolError> {
+) -> Result<(ToolDisplay, Vec<Lifetime>), ToolError> {
     let declared = outcome.attachments.len();
     if declared > MAX_ATTACHMENTS_PER_RESULT {
         return Err(ToolError::with_kind(
@@ -317,5 +317,5 @@ async fn codemode_display(
             },
         }
     }
-    Ok((Display { parts }, lifetimes))
+    Ok((ToolDisplay { parts }, lifetimes))
 }

@@ -1,7 +1,7 @@
 //! `finish` and `wait` (CM-4): direct-only tools that record the model's intent.
 
 use async_trait::async_trait;
-use ishiki_outlet::Display;
+use ishiki_outlet::ToolDisplay;
 use ishiki_tool::{Tool, ToolContext, ToolError};
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
@@ -62,8 +62,8 @@ impl Tool for ControlTool {
         Ok(json!({ self.flag: true, self.field: string_field(&input, self.field) }))
     }
 
-    fn to_model_output(&self, _raw: &Value) -> Display {
-        Display::text(self.reply)
+    fn to_model_output(&self, _raw: &Value) -> ToolDisplay {
+        ToolDisplay::text(self.reply)
     }
 
     /// Ending the turn is the model's own act, never a program's (CM-4).

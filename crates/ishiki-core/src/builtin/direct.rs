@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ishiki_outlet::{Display, DisplayPart, Emitted, MediaRef, Outlet};
+use ishiki_outlet::{DisplayPart, Emitted, MediaRef, Outlet, ToolDisplay};
 use ishiki_projection::Lifetime;
 use ishiki_tool::{Tool, ToolContext, ToolError};
 use ishiki_toolsearch::ToolDef;
@@ -97,14 +97,14 @@ impl DirectCall<'_> {
 
     /// Sends a display through the outlet: the text the model reads (budgeted, with a
     /// continuation when there is more) and its media as attachments of lifetime `once`.
-    pub(crate) fn emit(&self, display: Display) -> Result<DirectOutput, ToolError> {
+    pub(crate) fn emit(&self, display: ToolDisplay) -> Result<DirectOutput, ToolError> {
         self.emit_with(display, &[])
     }
 
     /// [`DirectCall::emit`] with the lifetimes asked for the attachments, in order.
     pub(crate) fn emit_with(
         &self,
-        display: Display,
+        display: ToolDisplay,
         lifetimes: &[Lifetime],
     ) -> Result<DirectOutput, ToolError> {
         let emitted = self.outlet.emit(self.name, cap_media(display))?;
@@ -118,7 +118,7 @@ pub(crate) const MAX_MEDIA_PER_RESULT: usize = 32;
 
 /// Keeps the first [`MAX_MEDIA_PER_RESULT`] media items of a display and puts one note where
 /// the rest would have been shown.
-fn cap_media(display: Display) -> Display {
+fn cap_media(display: ToolDisplay) -> ToolDisplay {
     let total = display
         .parts
         .iter()
@@ -143,7 +143,7 @@ fn cap_media(display: Display) -> Display {
         "[{} more media items of this result were left out: a result shows at most {MAX_MEDIA_PER_RESULT}]",
         total - MAX_MEDIA_PER_RESULT
     )));
-    Display { parts }
+    ToolDisplay { parts }
 }
 
 /// The outcome of a direct call as the model will see it: text, attachments with their

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ishiki_outlet::{Display, DisplayPart, Media, Outlet};
+use ishiki_outlet::{DisplayPart, Media, Outlet, ToolDisplay};
 use ishiki_projection::Lifetime;
 use ishiki_resources::ReadResult;
 use ishiki_tool::{Tool, ToolContext, ToolError, ToolErrorKind};
@@ -234,7 +234,7 @@ async fn read_direct(
     let url = string_field(input, "url");
     if let Some((rest, question)) = split_question(url)? {
         let answer = ask_vision(shared, &rest, &question).await?;
-        let emitted = outlet.emit("read", Display::text(answer))?;
+        let emitted = outlet.emit("read", ToolDisplay::text(answer))?;
         return Ok(DirectOutput::from_emitted(emitted, &[]));
     }
     let lifetime = parse_lifetime(input);
@@ -247,7 +247,7 @@ async fn read_direct(
             &[],
         )),
         ReadResult::Text { text, source: None } => {
-            let emitted = outlet.emit("read", Display::text(text))?;
+            let emitted = outlet.emit("read", ToolDisplay::text(text))?;
             Ok(DirectOutput::from_emitted(emitted, &[]))
         }
         ReadResult::File {
@@ -285,7 +285,7 @@ async fn read_direct(
                     continuation: None,
                 });
             }
-            let display = Display {
+            let display = ToolDisplay {
                 parts: vec![DisplayPart::Media(Media {
                     media_type,
                     data,

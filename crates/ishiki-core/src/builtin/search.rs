@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ishiki_outlet::Display;
+use ishiki_outlet::ToolDisplay;
 use ishiki_tool::{Tool, ToolContext, ToolError};
 use ishiki_toolsearch::ToolDef;
 use serde_json::{Value, json};
@@ -56,7 +56,7 @@ impl Tool for SearchTool {
         }))
     }
 
-    fn to_model_output(&self, raw: &Value) -> Display {
+    fn to_model_output(&self, raw: &Value) -> ToolDisplay {
         let query = string_field(raw, "query");
         let hits = raw
             .get("hits")
@@ -64,7 +64,7 @@ impl Tool for SearchTool {
             .cloned()
             .unwrap_or_default();
         if hits.is_empty() {
-            return Display::text(format!(
+            return ToolDisplay::text(format!(
                 "No tools match `{query}`. Try other words for what the tool should do."
             ));
         }
@@ -79,6 +79,6 @@ impl Tool for SearchTool {
                 string_field(hit, "description")
             ));
         }
-        Display::text(text.trim_end().to_owned())
+        ToolDisplay::text(text.trim_end().to_owned())
     }
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ishiki_outlet::Display;
+use ishiki_outlet::ToolDisplay;
 use ishiki_resources::ReadResult;
 use ishiki_tool::{Tool, ToolContext, ToolError};
 use ishiki_toolsearch::ToolDef;
@@ -166,7 +166,7 @@ impl Tool for SendMessageTool {
         Ok(result)
     }
 
-    fn to_model_output(&self, raw: &Value) -> Display {
+    fn to_model_output(&self, raw: &Value) -> ToolDisplay {
         let sent = raw.get("sent").and_then(Value::as_u64).unwrap_or(0);
         let images = raw.get("images").and_then(Value::as_u64).unwrap_or(0);
         let mut text = format!("Sent {sent} message(s) with {images} image(s).");
@@ -186,7 +186,7 @@ impl Tool for SendMessageTool {
                 text.push_str(&format!("\nRemoved markup: {r}"));
             }
         }
-        Display::text(text)
+        ToolDisplay::text(text)
     }
 }
 

@@ -262,7 +262,7 @@ fn error_through_outlet(outlet: &Outlet, tool: &str, text: String) -> (String, O
         end -= 1;
     }
     let head = text[..end].to_owned();
-    match outlet.emit(tool, ishiki_outlet::Display::text(text)) {
+    match outlet.emit(tool, ishiki_outlet::ToolDisplay::text(text)) {
         Ok(emitted) => (emitted.text, emitted.continuation.map(|c| c.url)),
         Err(_) if end == length => (head, None),
         Err(e) => (

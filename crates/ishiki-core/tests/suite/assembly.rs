@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use ishiki_core::profile::{MAX_IMAGE_RENDERS_REMOVED, Modality, ModelDecl, ToolCalling};
 use ishiki_core::{
-    AssemblyError, AssemblyErrorKind, AttachmentConfig, MAX_IMAGE_RENDERS_REMOVED, Modality,
-    ModelDecl, ModelsDoc, Profile, ToolCalling, assemble,
+    AssemblyError, AssemblyErrorKind, AttachmentConfig, ModelsDoc, Profile, assemble,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -67,7 +67,7 @@ fn pro2_attachment_defaults_and_keys() {
             max_total_image_bytes: 10_485_760,
             max_image_count: 4,
             max_image_dimension: 1568,
-            provider_limits: ishiki_core::ImageLimits::default(),
+            provider_limits: ishiki_core::profile::ImageLimits::default(),
         }
     );
 

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use ishiki_core::profile::ImageLimits;
 use ishiki_core::{
-    Durability, ImageLimits, ModelResponse, ModelsDoc, Part, Profile, Runtime, WorkerSpawn,
-    assemble, image_rejection,
+    Durability, ModelResponse, ModelsDoc, Part, Profile, Runtime, WorkerSpawn, assemble,
+    image_rejection,
 };
 
 use super::runtime::{clock_at, images, png};

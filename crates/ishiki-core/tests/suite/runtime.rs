@@ -12,9 +12,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use ishiki_core::{
-    Assembly, Budget, CallReport, Display, Durability, ManualClock, ModelResponse, ModelsDoc, Part,
-    Profile, Request, Role, Runtime, Tool, ToolCall, ToolContext, ToolDef, ToolError, WorkerSpawn,
-    assemble,
+    Assembly, Budget, CallReport, Durability, ManualClock, ModelResponse, ModelsDoc, Part, Profile,
+    Request, Role, Runtime, Tool, ToolCall, ToolContext, ToolDef, ToolDisplay, ToolError,
+    WorkerSpawn, assemble,
 };
 use serde_json::{Value, json};
 
@@ -435,9 +435,9 @@ impl Tool for Shout {
         (!self.for_program).then(|| Arc::new(Shout { for_program: true }) as Arc<dyn Tool>)
     }
 
-    fn to_model_output(&self, raw: &Value) -> Display {
+    fn to_model_output(&self, raw: &Value) -> ToolDisplay {
         let word = raw["said"].as_str().unwrap_or_default().to_uppercase();
-        Display::text(format!("{word}!"))
+        ToolDisplay::text(format!("{word}!"))
     }
 }
 

@@ -2,7 +2,8 @@
 //! step can run in a task on a multi-threaded executor, and history can be read from a
 //! position on instead of from the start.
 
-use ishiki_core::{Batch, HistoryStore, MemoryStore, Runtime, SqliteStore, StoredMessage};
+use ishiki_core::store::{Batch, StoredMessage};
+use ishiki_core::{HistoryStore, MemoryStore, Runtime, SqliteStore};
 use serde_json::json;
 
 /// Compiles only while `Runtime::execute`'s future is `Send`: `tokio::spawn` on a

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ishiki_core::platform::Outgoing;
 use ishiki_core::{
-    Durability, FileScheme, ModelResponse, Outgoing, Platform, Runtime, ToolCall, ToolError,
-    WorkerSpawn,
+    Durability, FileScheme, ModelResponse, Platform, Runtime, ToolCall, ToolError, WorkerSpawn,
 };
 use ishiki_resources::ResourceError;
 use serde_json::json;

@@ -8,10 +8,8 @@ use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use ishiki_core::{
-    Batch, Durability, HistoryStore, MemoryStore, SqliteStore, StoreErrorKind, StoredAttachment,
-    StoredMessage, StoredState,
-};
+use ishiki_core::store::{Batch, StoredAttachment, StoredMessage, StoredState};
+use ishiki_core::{Durability, HistoryStore, MemoryStore, SqliteStore, StoreErrorKind};
 use serde_json::{Value, json};
 
 use super::backends::{Backend, backends};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use ishiki_outlet::{Budget, Display, Emitted, Media, Outlet, OutletErrorKind, marker};
+use ishiki_outlet::{Budget, Emitted, Media, Outlet, OutletErrorKind, ToolDisplay, marker};
 use ishiki_resources::{
     ArtifactStore as _, FileScheme, ReadResult, ResourceCenter, ResourceError, ResourceErrorKind,
     SchemeHandler,
@@ -82,7 +82,7 @@ fn emit_read(outlet: &Outlet, result: ReadResult) -> Emitted {
             source: Some(source),
         } => outlet.emit_read_text(&text, &source),
         ReadResult::Text { text, source: None } => {
-            outlet.emit("read", Display::text(text)).unwrap()
+            outlet.emit("read", ToolDisplay::text(text)).unwrap()
         }
         ReadResult::File { .. } => panic!("text expected"),
     }
@@ -208,8 +208,10 @@ fn out5_same_output_is_archived_once() {
         max_units: 1000,
     });
     let text = large_text(100);
-    let a = outlet.emit("bash", Display::text(text.clone())).unwrap();
-    let b = outlet.emit("bash", Display::text(text)).unwrap();
+    let a = outlet
+        .emit("bash", ToolDisplay::text(text.clone()))
+        .unwrap();
+    let b = outlet.emit("bash", ToolDisplay::text(text)).unwrap();
     assert_eq!(a, b);
     assert_eq!(store.count(), 1);
 }
@@ -222,7 +224,7 @@ fn out5_archive_failure_is_a_clear_error() {
         max_units: 1000,
     });
     let err = outlet
-        .emit("bash", Display::text(large_text(100)))
+        .emit("bash", ToolDisplay::text(large_text(100)))
         .unwrap_err();
     assert_eq!(err.kind(), OutletErrorKind::Archive);
     assert_eq!(
@@ -230,7 +232,7 @@ fn out5_archive_failure_is_a_clear_error() {
         "cannot archive the output of `bash` to page it: disk full"
     );
     // Within budget nothing is archived, so nothing can fail.
-    let ok = outlet.emit("bash", Display::text("ok")).unwrap();
+    let ok = outlet.emit("bash", ToolDisplay::text("ok")).unwrap();
     assert_eq!(ok.text, "ok");
     assert_eq!(failing.puts.load(Ordering::SeqCst), 1);
 }
@@ -262,7 +264,7 @@ fn out3_media_is_archived_and_replaced_by_its_marker() {
     let shown = outlet
         .emit(
             "screenshot",
-            Display::text("Captured the window.")
+            ToolDisplay::text("Captured the window.")
                 .with_media(Media::new("image/png", bytes.clone()))
                 .with_text("Done."),
         )
@@ -346,7 +348,7 @@ fn out5_paged_display_archives_the_text_after_media_replacement() {
     let shown = outlet
         .emit(
             "browser",
-            Display::new()
+            ToolDisplay::new()
                 .with_media(Media::new("image/png", png(16, 16)))
                 .with_text(large_text(200)),
         )
@@ -385,7 +387,9 @@ fn out5_next_page_follows_an_archived_result_to_its_end() {
         max_units: 2000,
     });
     let text: String = (1..=300).map(|n| format!("row {n} ✓ 😀\n")).collect();
-    let mut page = outlet.emit("bash", Display::text(text.clone())).unwrap();
+    let mut page = outlet
+        .emit("bash", ToolDisplay::text(text.clone()))
+        .unwrap();
     let mut joined = page.body().to_owned();
     let mut pages = 1;
     while let Some(next) = page.continuation.clone() {
@@ -410,7 +414,7 @@ fn next_page_refuses_what_it_cannot_read() {
         max_units: 1000,
     });
     let long: String = (1..=50).map(|n| format!("{n}\n")).collect();
-    let first = outlet.emit("bash", Display::text(long)).unwrap();
+    let first = outlet.emit("bash", ToolDisplay::text(long)).unwrap();
     let url = first.continuation.unwrap().url;
     let base = url.split('?').next().unwrap().to_owned();
     let cases = [

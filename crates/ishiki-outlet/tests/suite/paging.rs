@@ -2,7 +2,7 @@
 //! Continue line, pages fit, advance, never split a character, carry an anchor until the last,
 //! and join back to the input — through FileScheme paging and through the artifact path.
 
-use ishiki_outlet::{Budget, Display, Outlet, continue_line, first_page, utf16_len};
+use ishiki_outlet::{Budget, Outlet, ToolDisplay, continue_line, first_page, utf16_len};
 use ishiki_resources::{ArtifactStore as _, ReadSource};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -51,7 +51,12 @@ fn text() -> impl Strategy<Value = String> {
 /// A budget that admits the Continue line of `url_shape` for a text of `len` bytes, plus the
 /// separator and one character (the documented minimum), plus some room.
 fn budget_for(url_shape: &str, len: usize, extra_units: usize, extra_lines: usize) -> Budget {
-    let worst = continue_line(&format!("{url_shape}?offset={len}"), len as u64, len as u64);
+    let worst = continue_line(
+        ishiki_outlet::DEFAULT_READER,
+        &format!("{url_shape}?offset={len}"),
+        len as u64,
+        len as u64,
+    );
     Budget {
         max_lines: 3 + extra_lines,
         max_units: utf16_len(&worst) + 3 + extra_units,
@@ -111,7 +116,7 @@ proptest! {
         let store = TempStore::new();
         let budget = budget_for(ARTIFACT_URL_SHAPE, text.len(), extra_units, extra_lines);
         let outlet = Outlet::new(store.store.clone()).with_budget(budget);
-        let first = outlet.emit("t", Display::text(text.clone())).unwrap();
+        let first = outlet.emit("t", ToolDisplay::text(text.clone())).unwrap();
         let mut bodies = vec![check_page(&first, budget)];
         let mut next = first.continuation.clone();
         if next.is_none() {
@@ -173,7 +178,7 @@ fn out7_empty_text_is_one_page_without_anchor() {
         max_units: 120,
     });
     assert_eq!(page_file(&outlet, ""), vec![String::new()]);
-    let page = outlet.emit("t", Display::text("")).unwrap();
+    let page = outlet.emit("t", ToolDisplay::text("")).unwrap();
     assert_eq!(page.text, "");
     assert_eq!(page.continuation, None);
 }
@@ -220,4 +225,30 @@ fn out4_crlf_pages_end_after_the_line_feed() {
     let bodies = page_file(&outlet, &text);
     assert_eq!(bodies.concat(), text);
     assert!(bodies.iter().all(|b| b.ends_with("\r\n")));
+}
+
+/// The Continue line names the embedder's reading tool when the outlet is told one, and
+/// Ishiki's `read` otherwise.
+#[test]
+fn the_continue_line_names_the_reader_the_outlet_was_given() {
+    let store = TempStore::new();
+    let budget = Budget {
+        max_lines: 5,
+        max_units: 30_000,
+    };
+    let long = "line\n".repeat(20);
+    let default = Outlet::new(store.store.clone()).with_budget(budget);
+    let page = default.emit("t", ToolDisplay::text(long.clone())).unwrap();
+    assert!(page.text.contains("\n[Continue: read {\"url\":"), "{}", page.text);
+
+    let fetch = Outlet::new(store.store.clone())
+        .with_budget(budget)
+        .with_reader("fetch_resource");
+    let page = fetch.emit("t", ToolDisplay::text(long)).unwrap();
+    assert!(
+        page.text.contains("\n[Continue: fetch_resource {\"url\":"),
+        "{}",
+        page.text
+    );
+    assert_eq!(check_page(&page, budget), "line\n".repeat(3));
 }

@@ -1,19 +1,19 @@
 //! Snapshots of what the model reads: a bash display cut at the budget, a file page with its
 //! Continue line, a display whose two images became markers (OUT-3, OUT-4, OUT-5, OUT-6).
 
-use ishiki_outlet::{Budget, Display, Media, Outlet};
+use ishiki_outlet::{Budget, Media, Outlet, ToolDisplay};
 use ishiki_resources::ReadSource;
 
 use super::archive::{gif, png};
 use super::common::{TempStore, check_page};
 
 /// A bash tool's own display (OUT-2): command, stdout, stderr and exit code laid out as text.
-fn bash_display() -> Display {
+fn bash_display() -> ToolDisplay {
     let stdout: String = (1..=40)
         .map(|n| format!("test suite::case_{n:02} ... ok\n"))
         .collect();
     let stderr = "warning: unused variable `x`\n  --> src/lib.rs:3:9\nerror: 1 test failed\n";
-    Display::text(format!(
+    ToolDisplay::text(format!(
         "$ cargo test\n[stdout]\n{stdout}[stderr]\n{stderr}[exit code: 101]\n"
     ))
 }
@@ -68,7 +68,7 @@ fn out3_display_with_two_images_replaced_by_markers() {
     let shown = outlet
         .emit(
             "screenshot",
-            Display::text("Captured two windows:")
+            ToolDisplay::text("Captured two windows:")
                 .with_media(Media::new("image/png", png(64, 48)))
                 .with_text("\nand the settings dialog")
                 .with_media(Media::new("image/gif", gif(32, 16)))

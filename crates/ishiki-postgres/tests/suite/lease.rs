@@ -246,9 +246,9 @@ fn a_live_lease_taken_over_by_force_fences_the_old_holder() {
     let new = store(&url, "c", &options(WhenHeld::TakeOver));
     assert_eq!(new.lease_token(), old.lease_token() + 1);
     let error = old
-        .commit(&ishiki_core::Batch {
+        .commit(&ishiki_core::store::Batch {
             meta: vec![("k".to_owned(), serde_json::json!(1))],
-            ..ishiki_core::Batch::default()
+            ..ishiki_core::store::Batch::default()
         })
         .expect_err("fenced");
     assert_eq!(error.kind(), StoreErrorKind::Lease);

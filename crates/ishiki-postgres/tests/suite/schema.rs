@@ -1,7 +1,8 @@
 //! Versioned migrations, refusal of a newer schema, rows that went bad, and conversations kept
 //! apart in one database.
 
-use ishiki_core::{Batch, HistoryStore, StoreErrorKind, StoredMessage};
+use ishiki_core::store::{Batch, StoredMessage};
+use ishiki_core::{HistoryStore, StoreErrorKind};
 use ishiki_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 use serde_json::json;
 
