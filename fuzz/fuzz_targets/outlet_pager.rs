@@ -3,7 +3,7 @@
 //! documented minimum.
 #![no_main]
 
-use ishiki_outlet::{Budget, continue_line, first_page};
+use ishiki_outlet::{Budget, DEFAULT_READER, continue_line, first_page};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -25,7 +25,12 @@ fuzz_target!(|data: &[u8]| {
     while offset < text.len() {
         let rest = &text[offset..];
         let cut = first_page(rest, budget, |c| {
-            continue_line("artifact://fuzz/0123456789abcdef.txt", (offset + c) as u64, total)
+            continue_line(
+                DEFAULT_READER,
+                "artifact://fuzz/0123456789abcdef.txt",
+                (offset + c) as u64,
+                total,
+            )
         });
         assert!(cut.body_len > 0 && cut.body_len <= rest.len(), "a page advances");
         assert!(rest.is_char_boundary(cut.body_len), "a cut never splits a character");

@@ -3,7 +3,8 @@
 //! ends in a body or a clear error.
 #![no_main]
 
-use ishiki_provider::{MAX_STREAM_ITEMS, Protocol, SseReader, StreamAssembler, StreamEvent};
+use ishiki_provider::{Protocol, StreamEvent};
+use ishiki_provider::sse::{MAX_STREAM_ITEMS, SseReader, StreamAssembler};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

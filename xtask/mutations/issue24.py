@@ -8,6 +8,7 @@ not only that they pass.
     git checkout -- crates                         # take the mutations back
 
     python3 xtask/mutations/issue24.py 11b        # one mutation (ids below, comma-separated)
+    python3 xtask/mutations/issue24.py check      # every mutation still applies; changes nothing
 
 The ones in ALONE (11c, 7x) are applied alone (`issue24.py 11c`) and their test binary run
 under `ulimit -v 4000000`: without their bound they would allocate without end.
@@ -39,7 +40,7 @@ M = [
   "    if false && next.scheme() == \"http\" && previous.iter().any(|u| u.scheme() == \"https\") {",
   ["a_redirect_never_downgrades_https_to_plain_http"]),
  ("9a", "crates/ishiki-provider/src/common.rs",
-  "    if count > crate::MAX_STREAM_ITEMS {",
+  "    if count > crate::sse::MAX_STREAM_ITEMS {",
   "    if count > usize::MAX - 1 {",
   ["a_non_streamed_answer_is_held_to_the_item_limit_of_a_stream"]),
  ("9b", "crates/ishiki-core/src/runtime/commit.rs",
@@ -70,7 +71,7 @@ M = [
   "    let mut out = EscapingWriter::new(out);\n    let mut err = EscapingWriter::new(err);",
   "    let mut out = out;\n    let mut err = err;",
   ["chat_never_prints_terminal_escape_sequences_from_the_provider"]),
- ("20", "crates/ishiki-core/src/tool.rs",
+ ("20", "crates/ishiki-core/src/builtin/direct.rs",
   "    if total <= MAX_MEDIA_PER_RESULT {\n        return display;",
   "    if total <= usize::MAX {\n        return display;",
   ["a_direct_result_shows_at_most_32_media_items_and_says_how_many_were_left_out"]),
@@ -95,8 +96,8 @@ M = [
   "        let gone = live && false && holder_is_gone(&holder, &host_name());",
   ["a_lease_whose_holder_process_is_gone_is_taken_over_at_once"]),
  ("27a", "crates/ishiki-core/src/convert.rs",
-  "        if !e.console().is_empty() {",
-  "        if false && !e.console().is_empty() {",
+  "    if !e.console().is_empty() {",
+  "    if false && !e.console().is_empty() {",
   ["cm9_a_failed_program_keeps_its_console_output"]),
  ("27b", "crates/ishiki-mcp/src/server.rs",
   "        ServerResult::CustomResult(CustomResult(raw))\n            if [",
@@ -272,6 +273,18 @@ M = M + MORE
 def main():
     root = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
     chosen = sys.argv[1] if len(sys.argv) > 1 else "all"
+    if chosen == "check":
+        # Code moves; a mutation whose text is gone would silently test nothing.
+        stale = []
+        for mid, path, old, _new, _names in M + ALONE:
+            full = os.path.join(root, path)
+            text = open(full).read() if os.path.exists(full) else ""
+            if text.count(old) != 1:
+                stale.append(f"{mid}: {path}: the code to mutate is found {text.count(old)} times, not once")
+        if stale:
+            sys.exit("\n".join(stale))
+        print(f"{len(M) + len(ALONE)} mutations apply")
+        return
     mutations = M + ALONE if chosen != "all" else M
     want = None if chosen == "all" else set(chosen.split(","))
     tests = []

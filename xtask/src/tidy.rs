@@ -296,6 +296,37 @@ mod tests {
         "only its `rustls-no-provider` feature, for the client object_store builds",
     )];
 
+    /// The mutation records (`xtask/mutations/*.py`) find the code they mutate: code that moved
+    /// would leave a mutation that changes nothing, and its tests would prove nothing.
+    #[test]
+    fn every_recorded_mutation_still_applies() {
+        let root = workspace_root();
+        let Ok(entries) = std::fs::read_dir(root.join("xtask/mutations")) else {
+            panic!("no xtask/mutations directory");
+        };
+        let mut scripts: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "py"))
+            .collect();
+        scripts.sort();
+        assert!(!scripts.is_empty(), "no mutation records found");
+        for script in scripts {
+            let output = std::process::Command::new("python3")
+                .arg(&script)
+                .arg("check")
+                .current_dir(&root)
+                .output()
+                .expect("python3 runs");
+            assert!(
+                output.status.success(),
+                "{}: {}",
+                script.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+
     #[test]
     fn every_normal_dependency_is_named_in_the_sources() {
         let root = workspace_root();

@@ -84,13 +84,13 @@ pub(crate) fn is_own(reasoning: &Reasoning, provider: &str, model: &str) -> bool
     reasoning.provider == provider && reasoning.model == model
 }
 
-/// Refuses a response of more than [`MAX_STREAM_ITEMS`](crate::MAX_STREAM_ITEMS) blocks, items
+/// Refuses a response of more than [`MAX_STREAM_ITEMS`](crate::sse::MAX_STREAM_ITEMS) blocks, items
 /// or calls, streamed or not: one bound for every path.
 pub(crate) fn check_items(count: usize, what: &str) -> Result<(), crate::ProviderError> {
-    if count > crate::MAX_STREAM_ITEMS {
+    if count > crate::sse::MAX_STREAM_ITEMS {
         return Err(crate::ProviderError::malformed(format!(
             "the response has {count} {what}, more than {} (the limit of one response)",
-            crate::MAX_STREAM_ITEMS
+            crate::sse::MAX_STREAM_ITEMS
         )));
     }
     Ok(())

@@ -117,7 +117,7 @@ pub struct HttpConfig {
     /// Responses: explicit prompt-cache breakpoints (GPT-5.6 and later).
     pub cache_breakpoints: bool,
     /// Anthropic: the model compacts natively ([`HttpModel::compact_request`]: a request with
-    /// `compaction: {type: "summarize"}`, beta [`COMPACTION_BETA`](crate::COMPACTION_BETA)); otherwise
+    /// `compaction: {type: "summarize"}`, beta [`COMPACTION_BETA`](crate::anthropic::COMPACTION_BETA)); otherwise
     /// [`Model::compact`] answers `None` and the runtime asks for a text summary.
     pub native_compaction: bool,
 }

@@ -122,7 +122,7 @@
 //! }
 //! ```
 
-mod anthropic;
+pub mod anthropic;
 mod common;
 mod error;
 mod family;
@@ -132,12 +132,11 @@ mod parsed;
 mod partial_json;
 pub mod replay;
 mod responses;
-mod sse;
+pub mod sse;
 
 pub use anthropic::{
-    ANTHROPIC, AnthropicOptions, COMPACTION_BETA, CacheLayout, INLINE_TOOLS_BETA,
-    THINKING_BINDING_BETA, Thinking, anthropic_betas, anthropic_cache_layout,
-    parse_anthropic_response, render_anthropic, render_anthropic_with_report,
+    ANTHROPIC, AnthropicOptions, Thinking, parse_anthropic_response, render_anthropic,
+    render_anthropic_with_report,
 };
 pub use common::ReplayReport;
 pub use error::{ProviderError, ProviderErrorKind};
@@ -150,7 +149,4 @@ pub use responses::{
     OPENAI_RESPONSES, ResponsesOptions, parse_responses_response, render_responses,
     render_responses_with_report,
 };
-pub use sse::{
-    MAX_LINE_BYTES, MAX_STREAM_BYTES, MAX_STREAM_ITEMS, SseEvent, SseReader, StreamAssembler,
-    StreamEvent,
-};
+pub use sse::StreamEvent;

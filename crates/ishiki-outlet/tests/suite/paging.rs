@@ -239,7 +239,11 @@ fn the_continue_line_names_the_reader_the_outlet_was_given() {
     let long = "line\n".repeat(20);
     let default = Outlet::new(store.store.clone()).with_budget(budget);
     let page = default.emit("t", ToolDisplay::text(long.clone())).unwrap();
-    assert!(page.text.contains("\n[Continue: read {\"url\":"), "{}", page.text);
+    assert!(
+        page.text.contains("\n[Continue: read {\"url\":"),
+        "{}",
+        page.text
+    );
 
     let fetch = Outlet::new(store.store.clone())
         .with_budget(budget)

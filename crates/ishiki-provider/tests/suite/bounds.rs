@@ -1,9 +1,10 @@
 //! Hostile provider answers (issue 24): every one is bounded the same way streamed or not, and
 //! none costs more than a fixed multiple of its own size to assemble.
 
+use ishiki_provider::sse::{MAX_STREAM_ITEMS, StreamAssembler};
 use ishiki_provider::{
-    MAX_STREAM_ITEMS, Protocol, ProviderErrorKind, StreamAssembler, StreamEvent,
-    parse_anthropic_response, parse_openai_response, parse_responses_response,
+    Protocol, ProviderErrorKind, StreamEvent, parse_anthropic_response, parse_openai_response,
+    parse_responses_response,
 };
 use serde_json::{Value, json};
 

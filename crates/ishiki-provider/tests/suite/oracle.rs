@@ -9,9 +9,9 @@ use std::path::Path;
 use std::process::Command;
 
 use ishiki_core::ModelResponse;
+use ishiki_provider::sse::StreamAssembler;
 use ishiki_provider::{
-    Protocol, StreamAssembler, parse_anthropic_response, parse_openai_response,
-    parse_responses_response,
+    Protocol, parse_anthropic_response, parse_openai_response, parse_responses_response,
 };
 use serde_json::{Value, json};
 

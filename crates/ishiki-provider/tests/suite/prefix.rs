@@ -8,9 +8,8 @@ use std::collections::BTreeSet;
 use ishiki_core::{
     Durability, ModelResponse, ModelsDoc, Part, Profile, Request, Runtime, ToolCall, assemble,
 };
-use ishiki_provider::{
-    AnthropicOptions, OpenAiOptions, anthropic_cache_layout, render_anthropic, render_openai,
-};
+use ishiki_provider::anthropic::anthropic_cache_layout;
+use ishiki_provider::{AnthropicOptions, OpenAiOptions, render_anthropic, render_openai};
 use serde_json::json;
 
 use super::common::png;

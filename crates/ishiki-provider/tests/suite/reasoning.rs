@@ -576,10 +576,11 @@ fn a_later_system_message_is_native_where_the_api_takes_it_and_its_tools_join_by
         .collect();
     assert_eq!(names, ["read"]);
     assert_eq!(
-        ishiki_provider::anthropic_betas(&body),
-        [ishiki_provider::INLINE_TOOLS_BETA]
+        ishiki_provider::anthropic::anthropic_betas(&body),
+        [ishiki_provider::anthropic::INLINE_TOOLS_BETA]
     );
-    check_anthropic(&body, ishiki_provider::INLINE_TOOLS_BETA).expect("the fake accepts it");
+    check_anthropic(&body, ishiki_provider::anthropic::INLINE_TOOLS_BETA)
+        .expect("the fake accepts it");
     // A model without system messages: the delta is user text, and the tool joins `tools`.
     let text_only = render_anthropic(&request, &AnthropicOptions::new("claude-sonnet-5", 1024));
     assert_eq!(text_only["messages"].as_array().unwrap().len(), 1);
@@ -625,7 +626,8 @@ fn thinking_is_asked_for_the_way_each_family_takes_it() {
             "block_binding": { "prefix_mismatch_behavior": "drop_block" } })
     );
     assert_eq!(adaptive["output_config"], json!({ "effort": "high" }));
-    check_anthropic(&adaptive, ishiki_provider::THINKING_BINDING_BETA).expect("accepted");
+    check_anthropic(&adaptive, ishiki_provider::anthropic::THINKING_BINDING_BETA)
+        .expect("accepted");
     // Budget tokens: what older models take, and what the new families refuse.
     let budget = body(Some(ishiki_provider::Thinking::Budget(2048)), false);
     assert_eq!(
@@ -653,7 +655,7 @@ fn every_example_request_is_accepted_by_the_enforcing_fake() {
                     ..AnthropicOptions::new("claude-opus-5-5", 1024)
                 },
             );
-            let betas = ishiki_provider::anthropic_betas(&body).join(",");
+            let betas = ishiki_provider::anthropic::anthropic_betas(&body).join(",");
             if let Err(e) = check_anthropic(&body, &betas) {
                 panic!("{} step {}: {e}", case.scenario, case.step);
             }

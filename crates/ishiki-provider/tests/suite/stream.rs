@@ -4,9 +4,10 @@
 //! in order; every stream cut before its end event is a retryable error.
 
 use ishiki_core::{ModelResponse, ToolCall, Usage};
+use ishiki_provider::sse::StreamAssembler;
 use ishiki_provider::{
-    Protocol, ProviderErrorKind, StreamAssembler, StreamEvent, parse_anthropic_response,
-    parse_openai_response, parse_responses_response,
+    Protocol, ProviderErrorKind, StreamEvent, parse_anthropic_response, parse_openai_response,
+    parse_responses_response,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
