@@ -2,7 +2,9 @@
 //!
 //! CI otherwise builds only `--workspace --all-features`, where feature unification hides a
 //! crate that does not build alone. These checks build each library crate by itself, once with
-//! its default features and once with none, and package every publishable crate. They are
+//! its default features and every target (lib, tests, benches, examples: so `cargo test -p
+//! CRATE` compiles on a clean checkout, which unification once hid for `ishiki-postgres`) and
+//! once with no features (the library), and package every publishable crate. They are
 //! `cargo check`s and `cargo package --no-verify`, not test runs, so CI stays short. The
 //! layering rules and the export snapshots are ordinary tests in `tidy.rs`.
 
@@ -34,12 +36,12 @@ fn has_default_features(manifest: &str) -> bool {
     })
 }
 
-/// `cargo check -p CRATE` alone, with default features and with `--no-default-features`.
+/// `cargo check -p CRATE --all-targets` alone, and the library with `--no-default-features`.
 pub(crate) fn check_alone() -> Result<(), String> {
     let root = workspace_root();
     for name in library_crates(&root) {
         let start = std::time::Instant::now();
-        cargo(&["check", "--quiet", "-p", &name], &[])?;
+        cargo(&["check", "--quiet", "-p", &name, "--all-targets"], &[])?;
         let manifest = std::fs::read_to_string(root.join("crates").join(&name).join("Cargo.toml"))
             .unwrap_or_default();
         if has_default_features(&manifest) {

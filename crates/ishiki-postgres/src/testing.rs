@@ -3,9 +3,14 @@
 //! `trust` authentication, `fsync` off (the tests kill clients, never the server).
 //!
 //! - **Binaries.** `initdb`, `pg_ctl` and `postgres` are looked up on `PATH`, in
-//!   `/usr/local/bin` and in `/usr/lib/postgresql/<version>/bin` (newest first). If none are
-//!   there and the process is root, the Debian package `postgresql` is installed with
-//!   `apt-get`, so a fresh CI machine needs nothing done by hand.
+//!   `/usr/local/bin` and in `/usr/lib/postgresql/<version>/bin` (newest first). Under
+//!   `cargo xtask test`/`ci` ([`REQUIRE_ENGINES`] set), if none are there and the process is
+//!   root, the Debian package `postgresql` is installed with `apt-get`, so a fresh CI machine
+//!   needs nothing done by hand; a plain `cargo test` never installs anything.
+//! - **Skipped, saying so, without them.** [`TestCluster::shared_or_skip`] gives a test that
+//!   needs the server `None` on a machine without the binaries, after writing one line to the
+//!   terminal naming the test and how to run it; with [`REQUIRE_ENGINES`] set, a missing
+//!   server fails the test instead, so CI never passes without PostgreSQL.
 //! - **Not as root.** The server refuses to run as root: as root, the cluster runs as the
 //!   system user `postgres` (created if missing) through `runuser`, and its directory is
 //!   handed to that user.
@@ -31,6 +36,14 @@ pub const PORT: u16 = 5432;
 /// The database superuser `initdb` creates (no password: `trust` authentication).
 pub const SUPERUSER: &str = "postgres";
 
+/// The environment variable that makes a missing PostgreSQL an error instead of a skip
+/// (`cargo xtask test` and `cargo xtask ci` set it).
+pub const REQUIRE_ENGINES: &str = "ISHIKI_REQUIRE_ENGINES";
+
+fn engines_required() -> bool {
+    std::env::var_os(REQUIRE_ENGINES).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// A running throwaway cluster.
 #[derive(Debug)]
 pub struct TestCluster {
@@ -50,6 +63,23 @@ impl TestCluster {
             .get_or_init(Self::start)
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The shared cluster for the test `test`, or `None` when this machine has no PostgreSQL
+    /// server binaries and [`REQUIRE_ENGINES`] is not set: then one line on the terminal (not
+    /// captured by the test harness) says the test was skipped and how to run it. A cluster
+    /// that fails to start for any other reason panics, naming why.
+    pub fn shared_or_skip(test: &str) -> Option<&'static Self> {
+        if find_bin_dir().is_none() && !engines_required() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped {test}: no PostgreSQL server binaries (initdb, pg_ctl) on this machine; \
+                 install the `postgresql` package, or run `cargo xtask test`, which installs it"
+            );
+            return None;
+        }
+        Some(Self::shared().unwrap_or_else(|e| panic!("the PostgreSQL test cluster starts: {e}")))
     }
 
     /// Starts a new cluster (stopped when the value drops).
@@ -285,7 +315,7 @@ fn find_bin_dir() -> Option<PathBuf> {
 }
 
 fn install_postgresql() -> Result<(), String> {
-    if !is_root() {
+    if !is_root() || !engines_required() {
         return Err(
             "PostgreSQL server binaries (initdb, pg_ctl) not found; install the `postgresql` package"
                 .to_owned(),

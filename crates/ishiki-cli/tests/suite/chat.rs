@@ -304,8 +304,11 @@ fn chat_keeps_history_in_postgres_with_store() {
     ]);
     let dir = tempfile::tempdir().expect("a temporary directory");
     write_config(dir.path(), &base);
-    let cluster = ishiki_postgres::testing::TestCluster::shared()
-        .unwrap_or_else(|e| panic!("the PostgreSQL test cluster starts: {e}"));
+    let Some(cluster) = ishiki_postgres::testing::TestCluster::shared_or_skip(
+        "chat_keeps_history_in_postgres_with_store",
+    ) else {
+        return;
+    };
     let db = cluster.create_database().expect("a test database");
     // The URL names the database and socket; the user comes from the environment.
     let url = format!(
@@ -356,8 +359,11 @@ fn chat_takes_a_held_conversation_over_with_take_over() {
     ]);
     let dir = tempfile::tempdir().expect("a temporary directory");
     write_config(dir.path(), &base);
-    let cluster = ishiki_postgres::testing::TestCluster::shared()
-        .unwrap_or_else(|e| panic!("the PostgreSQL test cluster starts: {e}"));
+    let Some(cluster) = ishiki_postgres::testing::TestCluster::shared_or_skip(
+        "chat_takes_a_held_conversation_over_with_take_over",
+    ) else {
+        return;
+    };
     let db = cluster.create_database().expect("a test database");
     let url = format!(
         "postgres:///{db}?host={}&port={}&user={}",

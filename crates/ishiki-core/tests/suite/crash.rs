@@ -431,8 +431,11 @@ fn sec4_killed_sessions_reopen_consistent() {
 
 #[test]
 fn sec4_killed_postgres_sessions_reopen_consistent() {
+    let Some(url) = postgres_url("sec4_killed_postgres_sessions_reopen_consistent") else {
+        return;
+    };
     killed_sessions_reopen_consistent(&Stores {
-        history: History::Postgres(postgres_url()),
+        history: History::Postgres(url),
         files: Files::StateDir,
     });
 }
@@ -441,12 +444,17 @@ fn sec4_killed_postgres_sessions_reopen_consistent() {
 /// multi-machine deployment runs on (issue 16).
 #[test]
 fn sec4_killed_postgres_and_object_store_sessions_reopen_consistent() {
+    let Some(url) =
+        postgres_url("sec4_killed_postgres_and_object_store_sessions_reopen_consistent")
+    else {
+        return;
+    };
     let server = TestServer::shared().unwrap_or_else(|e| panic!("the S3 test server starts: {e}"));
     let bucket = server
         .bucket()
         .unwrap_or_else(|e| panic!("a test bucket: {e}"));
     killed_sessions_reopen_consistent(&Stores {
-        history: History::Postgres(postgres_url()),
+        history: History::Postgres(url),
         files: Files::S3 {
             endpoint: server.endpoint().to_owned(),
             location: format!("s3://{bucket}/crash"),
