@@ -361,12 +361,13 @@ async fn the_same_program_gives_the_same_outcome_whichever_tool_the_host_finishe
 
 const ORPHAN_CHILD: &str = "ISHIKI_TEST_ORPHAN_HOST";
 
-/// The host of the test below: runs an endless program in a worker and never returns.
-#[tokio::test]
-async fn orphaned_worker_host_child() {
-    if std::env::var_os(ORPHAN_CHILD).is_none() {
-        return;
-    }
+/// The host of the test below, in the test's own binary run again with [`ORPHAN_CHILD`] set:
+/// runs an endless program in a worker and never returns.
+#[expect(
+    clippy::print_stdout,
+    reason = "a test's child process: it fails and reports as its test would"
+)]
+async fn orphaned_worker_host() {
     let sandbox = sandbox(ishiki_codemode::Limits {
         timeout: std::time::Duration::from_secs(60),
         instruction_budget: u64::MAX,
@@ -411,10 +412,17 @@ fn children_of(parent: u32) -> Vec<u32> {
 #[test]
 fn a_worker_whose_host_was_killed_ends_at_once() {
     use std::io::BufRead as _;
+    if std::env::var_os(ORPHAN_CHILD).is_some() {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(orphaned_worker_host());
+    }
     let mut host = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            "suite::boundary::orphaned_worker_host_child",
+            "suite::boundary::a_worker_whose_host_was_killed_ends_at_once",
             "--nocapture",
             "--test-threads=1",
         ])

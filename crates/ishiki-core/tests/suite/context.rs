@@ -395,9 +395,8 @@ fn bad_context_keys_are_refused_with_their_path() {
     assert_eq!(refused("context: { foldAt: 0.6, compactAt: 1 }\n"), "");
 }
 
-// The kill -9 test of the context engine's state: the test binary re-executes itself, and
-// `context_killed_child` is the session that gets killed (an empty test unless the variable is
-// set).
+// The kill -9 test of the context engine's state: the test binary re-executes itself, and the
+// test, started with `CHILD_DIR` set, is the session that gets killed (`killed_session`).
 const CHILD_DIR: &str = "ISHIKI_CORE_CONTEXT_CRASH_STATE";
 const CHILD_ROUND: &str = "ISHIKI_CORE_CONTEXT_CRASH_ROUND";
 const KILL_PROFILE: &str =
@@ -405,12 +404,14 @@ const KILL_PROFILE: &str =
 
 /// Child: steps of report calls (a user message every fifth step) on a small window, so folds
 /// and compactions come often. After each commit returns it prints
-/// `committed <step> folded=<call ids> compacted=<0|1>`: what that commit stored.
-#[tokio::test]
-async fn context_killed_child() {
-    let Ok(dir) = std::env::var(CHILD_DIR) else {
-        return;
-    };
+/// `committed <step> folded=<call ids> compacted=<0|1>`: what that commit stored. Runs in the
+/// test's own binary, started again with [`CHILD_DIR`] set.
+#[expect(
+    clippy::unwrap_used,
+    clippy::print_stdout,
+    reason = "a test's child process: it fails and reports as its test would"
+)]
+async fn killed_session(dir: String) {
     let round: u64 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();
     let mut rt = open(Path::new(&dir), KILL_PROFILE, 16_000);
     for i in 0..200u64 {
@@ -456,6 +457,13 @@ async fn context_killed_child() {
 fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
+    if let Ok(dir) = std::env::var(CHILD_DIR) {
+        return tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(killed_session(dir));
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = std::env::current_exe().expect("the test binary has a path");
     let mut folded: Vec<String> = Vec::new();
@@ -469,7 +477,7 @@ fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
-                "suite::context::context_killed_child",
+                "suite::context::a_killed_session_reopens_with_every_committed_fold_and_compaction",
                 "--nocapture",
                 "--test-threads=1",
             ])

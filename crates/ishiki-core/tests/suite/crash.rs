@@ -142,8 +142,8 @@ async fn sec4_calls_without_results_are_answered_on_reopen() {
     }
 }
 
-// The test binary re-executes itself: `sec4_step_loop_child` is an ordinary (empty) test unless
-// these variables are set, and then it is the session that gets killed.
+// The test binary re-executes itself: each crash test below, run with these variables set, is
+// the session that gets killed (`step_loop_child`) instead of the test.
 const CHILD_DIR: &str = "ISHIKI_CORE_CRASH_STATE";
 const CHILD_ROUND: &str = "ISHIKI_CORE_CRASH_ROUND";
 const CHILD_DURABILITY: &str = "ISHIKI_CORE_CRASH_DURABILITY";
@@ -178,10 +178,15 @@ fn env_number(name: &str, default: u64) -> u64 {
 /// - `user <message id> <asset url>`
 /// - `committed <step> <call id> <url>…` — the URLs embedded in the request it answered
 /// - `executed <call id> <attachment url>`
-#[test]
-fn sec4_step_loop_child() {
+///
+/// Returns `false` at once in a process that was not started as the child.
+#[expect(
+    clippy::unwrap_used,
+    reason = "a test's child process: it fails and reports as its test would"
+)]
+fn step_loop_child() -> bool {
     let Ok(dir) = std::env::var(CHILD_DIR) else {
-        return; // Not re-executed by the crash test: nothing to do.
+        return false;
     };
     let round: u64 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();
     let durability = match std::env::var(CHILD_DURABILITY).as_deref() {
@@ -240,6 +245,7 @@ fn sec4_step_loop_child() {
         say(format!("executed {call} {}", reports[0].attachments[0].url));
         clock.advance(Duration::from_secs(1));
     }
+    true
 }
 
 /// What the parent learned from the children's lines: committed facts only.
@@ -423,27 +429,42 @@ impl Rng {
 
 #[test]
 fn sec4_killed_sessions_reopen_consistent() {
-    killed_sessions_reopen_consistent(&Stores {
-        history: History::StateDir,
-        files: Files::StateDir,
-    });
+    if step_loop_child() {
+        return;
+    }
+    killed_sessions_reopen_consistent(
+        &Stores {
+            history: History::StateDir,
+            files: Files::StateDir,
+        },
+        "suite::crash::sec4_killed_sessions_reopen_consistent",
+    );
 }
 
 #[test]
 fn sec4_killed_postgres_sessions_reopen_consistent() {
+    if step_loop_child() {
+        return;
+    }
     let Some(url) = postgres_url("sec4_killed_postgres_sessions_reopen_consistent") else {
         return;
     };
-    killed_sessions_reopen_consistent(&Stores {
-        history: History::Postgres(url),
-        files: Files::StateDir,
-    });
+    killed_sessions_reopen_consistent(
+        &Stores {
+            history: History::Postgres(url),
+            files: Files::StateDir,
+        },
+        "suite::crash::sec4_killed_postgres_sessions_reopen_consistent",
+    );
 }
 
 /// History in PostgreSQL and artifacts and assets in an S3 bucket (moto): what a worker of a
 /// multi-machine deployment runs on (issue 16).
 #[test]
 fn sec4_killed_postgres_and_object_store_sessions_reopen_consistent() {
+    if step_loop_child() {
+        return;
+    }
     let Some(url) =
         postgres_url("sec4_killed_postgres_and_object_store_sessions_reopen_consistent")
     else {
@@ -453,13 +474,16 @@ fn sec4_killed_postgres_and_object_store_sessions_reopen_consistent() {
     let bucket = server
         .bucket()
         .unwrap_or_else(|e| panic!("a test bucket: {e}"));
-    killed_sessions_reopen_consistent(&Stores {
-        history: History::Postgres(url),
-        files: Files::S3 {
-            endpoint: server.endpoint().to_owned(),
-            location: format!("s3://{bucket}/crash"),
+    killed_sessions_reopen_consistent(
+        &Stores {
+            history: History::Postgres(url),
+            files: Files::S3 {
+                endpoint: server.endpoint().to_owned(),
+                location: format!("s3://{bucket}/crash"),
+            },
         },
-    });
+        "suite::crash::sec4_killed_postgres_and_object_store_sessions_reopen_consistent",
+    );
 }
 
 /// Every artifact and asset URL of a committed fact not read back yet reads back from the
@@ -491,7 +515,9 @@ fn read_back(objects: &Objects, facts: &Facts, read: &mut BTreeSet<String>) -> F
     found
 }
 
-fn killed_sessions_reopen_consistent(stores: &Stores) {
+/// Kills the session (`test`, run again as [`step_loop_child`]) at random points and checks
+/// every committed fact after each reopen.
+fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
     let seed = std::env::var(SEED_VAR)
         .ok()
         .and_then(|s| s.parse().ok())
@@ -543,12 +569,7 @@ fn killed_sessions_reopen_consistent(stores: &Stores) {
                 .env(CHILD_S3_LOCATION, location);
         }
         let mut child = command
-            .args([
-                "--exact",
-                "suite::crash::sec4_step_loop_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args(["--exact", test, "--nocapture", "--test-threads=1"])
             .env(CHILD_DIR, dir.path())
             .env(CHILD_ROUND, round.to_string())
             .env(CHILD_DURABILITY, durability)

@@ -247,12 +247,9 @@ fn sec4_a_state_dir_serves_one_runtime_at_a_time_and_names_the_holder() {
 
 const LOCK_CHILD_DIR: &str = "ISHIKI_CORE_LOCK_CHILD_STATE";
 
-/// Child of the test below: holds a runtime on the state directory until its stdin closes.
-#[test]
-fn sec4_state_dir_lock_child() {
-    let Ok(dir) = std::env::var(LOCK_CHILD_DIR) else {
-        return; // Not re-executed by the lock test: nothing to do.
-    };
+/// The child of the test below (its own binary run again with [`LOCK_CHILD_DIR`] set): holds a
+/// runtime on the state directory `dir` until its stdin closes.
+fn hold_the_state_dir(dir: &str) {
     let rt = open(Path::new(&dir)).expect("the child opens the state directory");
     let mut out = std::io::stdout().lock();
     // The harness has printed `test … ` without a newline: end that line first.
@@ -267,12 +264,15 @@ fn sec4_state_dir_lock_child() {
 
 #[test]
 fn sec4_another_process_holding_the_state_dir_is_named_by_its_pid() {
+    if let Ok(dir) = std::env::var(LOCK_CHILD_DIR) {
+        return hold_the_state_dir(&dir);
+    }
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("state");
     let mut child = Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
-            "suite::state_dir::sec4_state_dir_lock_child",
+            "suite::state_dir::sec4_another_process_holding_the_state_dir_is_named_by_its_pid",
             "--nocapture",
             "--test-threads=1",
         ])

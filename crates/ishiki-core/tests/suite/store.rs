@@ -288,9 +288,9 @@ fn sec3_foreign_and_newer_files_are_refused_clearly() {
 
 // --- SEC-4: a writer killed with SIGKILL at random points -----------------------------------
 //
-// The test binary re-executes itself: `sec4_crash_child_helper` is an ordinary (empty) test
-// unless the parent sets `CHILD_DB`, in which case it becomes the writer. This keeps the crash
-// test inside the one integration binary, with no extra `[[bin]]` to publish.
+// The test binary re-executes itself: each crash test, started with `CHILD_DB` or `CHILD_PG`
+// set, is the writer (`crash_child`) instead of the test. This keeps the crash test inside the
+// one integration binary, with no extra `[[bin]]` to publish, and no test that asserts nothing.
 
 const CHILD_DB: &str = "ISHIKI_CORE_CRASH_CHILD_DB";
 const CHILD_DURABILITY: &str = "ISHIKI_CORE_CRASH_CHILD_DURABILITY";
@@ -371,12 +371,17 @@ fn crash_state(last: u64) -> StoredState {
     state
 }
 
-#[test]
-fn sec4_crash_child_helper() {
+/// The writer the crash tests below kill: their own test binary, run again with [`CHILD_DB`] or
+/// [`CHILD_PG`] set. Returns `false` at once in any other process.
+#[expect(
+    clippy::unwrap_used,
+    reason = "a test's child process: it fails and reports as its test would"
+)]
+fn crash_child() -> bool {
     let target = match (std::env::var(CHILD_PG), std::env::var(CHILD_DB)) {
         (Ok(url), _) => CrashStore::Postgres(url),
         (_, Ok(db)) => CrashStore::Sqlite(db.into()),
-        _ => return, // Not re-executed by the crash test: nothing to do.
+        _ => return false,
     };
     let durability = match std::env::var(CHILD_DURABILITY).as_deref() {
         Ok("full") => Durability::Full,
@@ -398,9 +403,10 @@ fn sec4_crash_child_helper() {
             .and_then(|()| out.flush())
             .is_err()
         {
-            return;
+            break;
         }
     }
+    true
 }
 
 /// xorshift64*: enough randomness for kill points without another dependency.
@@ -417,21 +423,35 @@ impl Rng {
 
 #[test]
 fn sec4_killed_writer_leaves_whole_batches() {
+    if crash_child() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
-    killed_writer_leaves_whole_batches(&CrashStore::Sqlite(dir.path().join("history.db")));
+    killed_writer_leaves_whole_batches(
+        &CrashStore::Sqlite(dir.path().join("history.db")),
+        "suite::store::sec4_killed_writer_leaves_whole_batches",
+    );
 }
 
 #[test]
 fn sec4_killed_postgres_writer_leaves_whole_batches() {
+    if crash_child() {
+        return;
+    }
     let Some(url) =
         super::backends::postgres_url("sec4_killed_postgres_writer_leaves_whole_batches")
     else {
         return;
     };
-    killed_writer_leaves_whole_batches(&CrashStore::Postgres(url));
+    killed_writer_leaves_whole_batches(
+        &CrashStore::Postgres(url),
+        "suite::store::sec4_killed_postgres_writer_leaves_whole_batches",
+    );
 }
 
-fn killed_writer_leaves_whole_batches(target: &CrashStore) {
+/// Kills a writer (`test`, run again as [`crash_child`]) at random points and checks what
+/// reopens.
+fn killed_writer_leaves_whole_batches(target: &CrashStore, test: &str) {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)
@@ -444,12 +464,7 @@ fn killed_writer_leaves_whole_batches(target: &CrashStore) {
         let kill_after = 1 + rng.next() % 30;
         let durability = if round % 2 == 0 { "normal" } else { "full" };
         let mut command = Command::new(&exe);
-        command.args([
-            "--exact",
-            "suite::store::sec4_crash_child_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ]);
+        command.args(["--exact", test, "--nocapture", "--test-threads=1"]);
         match target {
             CrashStore::Sqlite(db) => command.env(CHILD_DB, db),
             CrashStore::Postgres(url) => command.env(CHILD_PG, url),
