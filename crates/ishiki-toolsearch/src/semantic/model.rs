@@ -1,7 +1,8 @@
 //! The sentence-embedding model: all-MiniLM-L6-v2 (or another BERT of the same layout) loaded
-//! from a sentence-transformers export, a plain WordPiece tokenizer over its vocabulary (no
-//! `tokenizers` crate: lower-cased, split on whitespace and punctuation, longest-match-first
-//! sub-words), and the encoder's forward pass with mean pooling and unit length.
+//! from a sentence-transformers export, a WordPiece tokenizer over its vocabulary (no
+//! `tokenizers` crate: BERT's uncased normaliser and pre-tokenizer, then longest-match-first
+//! sub-words; checked id for id against the reference tokenizer on non-ASCII text too), and the
+//! encoder's forward pass with mean pooling and unit length.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -15,6 +16,10 @@ use crate::error::ToolsearchError;
 
 /// Tokens per text, `[CLS]` and `[SEP]` included (the model's own truncation).
 pub const MAX_TOKENS: usize = 128;
+
+/// The version of [`Embedder::tokenize`]'s rules, part of the model's fingerprint, so that
+/// vectors cached under older rules are computed again (2: BERT's Unicode normaliser).
+const TOKENIZER_VERSION: u32 = 2;
 
 #[derive(Debug)]
 struct Norm {
@@ -214,7 +219,7 @@ impl Embedder {
             eps,
             dim,
             fingerprint: format!(
-                "{:016x}-{MAX_TOKENS}",
+                "{:016x}-{MAX_TOKENS}-t{TOKENIZER_VERSION}",
                 content_hash(
                     config_hash ^ tokenizer_hash.rotate_left(17),
                     &weights_hash.to_le_bytes()
@@ -235,7 +240,14 @@ impl Embedder {
     }
 
     /// Token ids of `text`: `[CLS]`, WordPiece sub-words, `[SEP]`, at most [`MAX_TOKENS`].
+    ///
+    /// The text is normalised as BERT's uncased tokenizer does (`BertNormalizer` with
+    /// `lowercase`, so accents are stripped, and `BertPreTokenizer`): control and format
+    /// characters dropped, every whitespace a separator, lower-cased, decomposed (NFD) with its
+    /// combining marks removed, each CJK ideograph a word of its own, and each punctuation
+    /// character (ASCII punctuation or Unicode category P) a token of its own.
     pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        use unicode_normalization::UnicodeNormalization as _;
         let mut ids = vec![self.cls];
         let mut word = String::new();
         let flush = |word: &mut String, ids: &mut Vec<u32>| {
@@ -244,19 +256,21 @@ impl Embedder {
                 word.clear();
             }
         };
-        for c in text.chars() {
+        let lowered = text.chars().flat_map(char::to_lowercase);
+        for c in lowered.nfd() {
             if ids.len() >= MAX_TOKENS - 1 {
                 break;
             }
-            if c.is_whitespace() || c.is_control() {
-                flush(&mut word, &mut ids);
-            } else if c.is_ascii_punctuation() || !(c.is_alphanumeric() || c.is_whitespace()) {
-                flush(&mut word, &mut ids);
-                let mut p = String::new();
-                p.extend(c.to_lowercase());
-                ids.push(self.vocab.get(&p).copied().unwrap_or(self.unk));
-            } else {
-                word.extend(c.to_lowercase());
+            match bert_class(c) {
+                Class::Dropped => {}
+                Class::Space => flush(&mut word, &mut ids),
+                Class::Alone => {
+                    flush(&mut word, &mut ids);
+                    let mut alone = String::new();
+                    alone.push(c);
+                    ids.push(self.vocab.get(&alone).copied().unwrap_or(self.unk));
+                }
+                Class::Word => word.push(c),
             }
         }
         flush(&mut word, &mut ids);
@@ -359,4 +373,55 @@ impl Embedder {
         }
         pooled
     }
+}
+
+/// How BERT's uncased normaliser and pre-tokenizer treat one character of the lower-cased,
+/// decomposed text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Removed: NUL, U+FFFD, control and format characters, and combining marks (the accents
+    /// NFD split off).
+    Dropped,
+    /// Separates words.
+    Space,
+    /// A token of its own: punctuation, or a CJK ideograph.
+    Alone,
+    /// Part of a word.
+    Word,
+}
+
+fn bert_class(c: char) -> Class {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    if matches!(c, ' ' | '\t' | '\n' | '\r') {
+        return Class::Space;
+    }
+    let category = get_general_category(c);
+    match category {
+        G::SpaceSeparator => Class::Space,
+        G::NonspacingMark => Class::Dropped,
+        G::Control | G::Format | G::PrivateUse | G::Surrogate | G::Unassigned => Class::Dropped,
+        _ if c == '\u{0}' || c == '\u{fffd}' => Class::Dropped,
+        G::ConnectorPunctuation
+        | G::DashPunctuation
+        | G::OpenPunctuation
+        | G::ClosePunctuation
+        | G::InitialPunctuation
+        | G::FinalPunctuation
+        | G::OtherPunctuation => Class::Alone,
+        _ if c.is_ascii_punctuation() || is_cjk_ideograph(c) => Class::Alone,
+        _ => Class::Word,
+    }
+}
+
+/// The CJK ideograph blocks BERT splits character by character (its `_is_chinese_char`).
+fn is_cjk_ideograph(c: char) -> bool {
+    matches!(u32::from(c),
+        0x4E00..=0x9FFF
+        | 0x3400..=0x4DBF
+        | 0x20000..=0x2A6DF
+        | 0x2A700..=0x2B73F
+        | 0x2B740..=0x2B81F
+        | 0x2B820..=0x2CEAF
+        | 0xF900..=0xFAFF
+        | 0x2F800..=0x2FA1F)
 }

@@ -1,13 +1,11 @@
-//! A reader for the safetensors format the model's weights come in: an 8-byte little-endian
-//! header length, a JSON header naming each tensor's dtype, shape and byte range, then the raw
-//! data. Only `F32` tensors are read (all-MiniLM-L6-v2 ships in f32); others are skipped, so a
-//! stored `I64` buffer such as `position_ids` does no harm. Written by hand: the format is a
-//! page long and the crates that read it bring more than they save.
+//! The model's weights in the safetensors format (an 8-byte little-endian header length, a JSON
+//! header naming each tensor's dtype, shape and byte range, then the raw data), read with the
+//! `safetensors` crate under this file's size limits. Only `F32` tensors are kept
+//! (all-MiniLM-L6-v2 ships in f32); others are skipped, so a stored `I64` buffer such as
+//! `position_ids` does no harm.
 
 use std::collections::HashMap;
 use std::path::Path;
-
-use serde_json::Value;
 
 use super::{content_hash, model_error};
 use crate::error::ToolsearchError;
@@ -41,64 +39,52 @@ pub(crate) fn load(path: &Path) -> Result<(HashMap<String, Tensor>, u64), Toolse
     Ok((tensors, content_hash(0, &bytes)))
 }
 
-/// The f32 tensors of a safetensors file's bytes.
+/// The f32 tensors of a safetensors file's bytes, read with the `safetensors` crate (which
+/// checks the header, the offsets and that each tensor's bytes match its dtype and shape).
 pub(crate) fn parse(bytes: &[u8]) -> Result<HashMap<String, Tensor>, String> {
-    let len_bytes: [u8; 8] = bytes
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .ok_or("not a safetensors file: shorter than its 8-byte header length")?;
-    let header_len = u64::from_le_bytes(len_bytes);
-    if header_len > MAX_HEADER_BYTES || header_len > (bytes.len() - 8) as u64 {
-        return Err(format!(
-            "safetensors header length {header_len} does not fit the file"
-        ));
-    }
-    let data_start = 8 + header_len as usize;
-    let header: Value = serde_json::from_slice(&bytes[8..data_start])
-        .map_err(|e| format!("safetensors header is not valid json: {e}"))?;
-    let header = header
-        .as_object()
-        .ok_or("safetensors header is not a json object")?;
-    let data = &bytes[data_start..];
-    let mut tensors = HashMap::new();
-    for (name, info) in header {
-        if name == "__metadata__" || info["dtype"].as_str() != Some("F32") {
-            continue;
-        }
-        let shape: Vec<usize> = info["shape"]
-            .as_array()
-            .ok_or_else(|| format!("tensor {name:?} has no shape"))?
-            .iter()
-            .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
-            .collect::<Option<_>>()
-            .ok_or_else(|| format!("tensor {name:?} has a shape that is not a list of sizes"))?;
-        let offsets = info["data_offsets"].as_array().map(|o| {
-            o.iter()
-                .filter_map(|v| v.as_u64().and_then(|v| usize::try_from(v).ok()))
-                .collect::<Vec<_>>()
-        });
-        let (start, end) = match offsets.as_deref() {
-            Some(&[start, end]) if start <= end && end <= data.len() => (start, end),
-            _ => return Err(format!("tensor {name:?} has data offsets outside the file")),
-        };
-        let count = shape
-            .iter()
-            .try_fold(1usize, |n, d| n.checked_mul(*d))
-            .ok_or_else(|| format!("tensor {name:?} is too large"))?;
-        if count.checked_mul(4) != Some(end - start) {
+    use ::safetensors::{Dtype, SafeTensorError as E, SafeTensors};
+    if bytes.len() >= 8 {
+        let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap_or_default());
+        if header_len > MAX_HEADER_BYTES || header_len > (bytes.len() - 8) as u64 {
             return Err(format!(
-                "tensor {name:?} of shape {shape:?} needs {count} floats, its data holds {} bytes",
-                end - start
+                "safetensors header length {header_len} does not fit the file"
             ));
         }
-        let values = data[start..end]
+    }
+    let file = SafeTensors::deserialize(bytes).map_err(|e| match e {
+        E::HeaderTooSmall => {
+            "not a safetensors file: shorter than its 8-byte header length".to_owned()
+        }
+        E::InvalidHeaderLength | E::HeaderTooLarge => {
+            "safetensors header length does not fit the file".to_owned()
+        }
+        E::InvalidHeaderStart | E::InvalidHeaderDeserialization(_) | E::InvalidHeader(_) => {
+            format!("safetensors header is not a json object: {e}")
+        }
+        E::InvalidOffset(name) => format!("tensor {name:?} has data offsets outside the file"),
+        E::TensorInvalidInfo | E::ValidationOverflow => {
+            "a tensor's shape and dtype do not match its data offsets, or they lie outside the file"
+                .to_owned()
+        }
+        E::MetadataIncompleteBuffer => {
+            "the tensors' data offsets do not cover the file's data".to_owned()
+        }
+        other => format!("not a valid safetensors file: {other}"),
+    })?;
+    let mut tensors = HashMap::new();
+    for (name, view) in file.tensors() {
+        if view.dtype() != Dtype::F32 {
+            continue;
+        }
+        let values = view
+            .data()
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
         tensors.insert(
-            name.clone(),
+            name,
             Tensor {
-                shape,
+                shape: view.shape().to_vec(),
                 data: values,
             },
         );
@@ -142,14 +128,14 @@ mod tests {
                     r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}}"#,
                     &[0; 8],
                 ),
-                "data offsets outside the file",
+                "do not match its data offsets, or they lie outside the file",
             ),
             (
                 file(
                     r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
                     &[0; 8],
                 ),
-                "needs 3 floats, its data holds 8 bytes",
+                "shape and dtype do not match its data offsets",
             ),
         ];
         for (bytes, want) in cases {

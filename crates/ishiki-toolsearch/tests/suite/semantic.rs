@@ -47,6 +47,31 @@ fn wordpiece_matches_the_bert_vocabulary() {
     assert_eq!(model.tokenize(&"word ".repeat(500)).len(), 128);
 }
 
+/// Non-ASCII text tokenizes as BERT's reference tokenizer does: accents stripped, CJK split
+/// per ideograph, Unicode punctuation split off, control and format characters dropped (ids
+/// from the Hugging Face `tokenizers` library; the fixture says which version).
+#[test]
+fn non_ascii_text_tokenizes_as_the_reference_tokenizer_does() {
+    let model = embedder();
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/wordpiece-reference.json"),
+    )
+    .expect("fixture");
+    let fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture is json");
+    let cases = fixture["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 20);
+    let mut wrong = Vec::new();
+    for case in cases {
+        let text = case["text"].as_str().expect("text");
+        let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).expect("ids");
+        let got = model.tokenize(text);
+        if got != ids {
+            wrong.push(format!("{text:?}: got {got:?}, the reference {ids:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// Embeddings computed outside Rust (token ids by the Hugging Face `tokenizers` library, the
 /// forward pass in numpy float64 over the same weights file; see the fixture's `how`).
 #[test]
