@@ -22,11 +22,27 @@ use crate::store::Batch;
 impl Runtime {
     /// Executes the committed response's calls in order, passes each result through the
     /// outlet, and commits results and attachment records in one transaction.
+    ///
+    /// Cancel-safe: dropping the returned future (or an error before the results are stored)
+    /// leaves the calls waiting, so `prepare` keeps refusing; the next `execute` answers them
+    /// as interrupted ("may or may not have taken effect"), exactly as a runtime reopened from
+    /// the store would, and runs none of them a second time.
     pub async fn execute(&mut self) -> Result<Vec<CallReport>, RuntimeError> {
-        let planned = std::mem::take(&mut self.planned);
-        if planned.is_empty() {
+        if self.planned.is_empty() {
             return Ok(Vec::new());
         }
+        if self.executing {
+            // The last `execute` of these calls was dropped or failed before storing their
+            // results: some may have run. Answered as a reopened runtime would, never run twice.
+            let reports = self.answer_interrupted(self.planned.clone())?;
+            self.planned.clear();
+            self.executing = false;
+            return Ok(reports);
+        }
+        // The calls stay planned until their results are stored, so a dropped `execute` leaves
+        // them waiting (and `prepare` refusing) instead of lost.
+        self.executing = true;
+        let planned = self.planned.clone();
         let step = self.step;
         let mut reports = Vec::new();
         let mut new_records = Vec::new();
@@ -60,6 +76,8 @@ impl Runtime {
         })?);
         Meta::PendingCalls.put(&mut batch, &[] as &[super::PlannedCall])?;
         self.commit_batch(&batch, "cannot store the tool results")?;
+        self.planned.clear();
+        self.executing = false;
         self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);
         Ok(reports)

@@ -425,6 +425,10 @@ pub struct Runtime {
     announced: Vec<String>,
     step: u64,
     planned: Vec<PlannedCall>,
+    /// Set while `execute` runs the planned calls, cleared once their results are stored: still
+    /// set at the next `execute`, the last one was dropped (cancelled) or failed in between,
+    /// and its calls are answered as interrupted, as a reopened runtime answers them.
+    executing: bool,
     edit_policy: EditPolicy,
     /// The messages of the last request that got an answer: what the edit planner compares.
     last_sent: Vec<Arc<Message>>,

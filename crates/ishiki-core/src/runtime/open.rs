@@ -10,13 +10,13 @@ use ishiki_resources::{
     ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore, LocalScheme,
     ResourceCenter, WorkspaceScheme,
 };
-use ishiki_tool::Tool;
+use ishiki_tool::{Tool, ToolErrorKind};
 use ishiki_toolsearch::Catalog;
 
 use super::meta::Meta;
 use super::{
-    CatalogBlob, Entry, MessageRecord, PlannedCall, Runtime, RuntimeBuilder, StoredRecord,
-    checked_definition, stored_message,
+    CallReport, CatalogBlob, Entry, MessageRecord, PlannedCall, Runtime, RuntimeBuilder,
+    StoredRecord, checked_definition, stored_message,
 };
 use crate::builtin::Shared;
 use crate::context::{ContextState, Window};
@@ -249,6 +249,7 @@ impl Runtime {
             announced,
             step,
             planned: Vec::new(),
+            executing: false,
             edit_policy: b.edit_policy,
             last_sent: Vec::new(),
             context,
@@ -264,26 +265,43 @@ impl Runtime {
         Ok(runtime)
     }
 
-    /// A crash between committing a response and committing its results leaves calls without
-    /// results: they are answered with an error the model can act on, so history stays
+    /// Calls whose results were never stored — a crash between committing a response and
+    /// committing its results, or an `execute` that was dropped (cancelled) or failed before
+    /// storing them — are answered with an error the model can act on, so history stays
     /// well-formed and nothing runs twice behind the model's back (SEC-4).
-    fn answer_interrupted(&mut self, calls: Vec<PlannedCall>) -> Result<(), RuntimeError> {
+    pub(super) fn answer_interrupted(
+        &mut self,
+        calls: Vec<PlannedCall>,
+    ) -> Result<Vec<CallReport>, RuntimeError> {
         if calls.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
+        let reports: Vec<CallReport> = calls
+            .iter()
+            .map(|c| CallReport {
+                call_id: c.id.clone(),
+                name: c.name.clone(),
+                is_error: true,
+                error_kind: Some(ToolErrorKind::Unavailable),
+                text: format!(
+                    "the call to `{}` was interrupted (the runtime stopped before its result was saved); it may or may not have taken effect: check, then call it again if needed",
+                    c.name
+                ),
+                attachments: Vec::new(),
+                continuation: None,
+                missed_by_search: Vec::new(),
+            })
+            .collect();
         let message = Message {
             id: crate::ids::tools_message(self.step),
             role: Role::Tool,
             created_at: self.now(),
-            content: calls
+            content: reports
                 .iter()
-                .map(|c| Part::ToolResult {
-                    call_id: c.id.clone(),
+                .map(|r| Part::ToolResult {
+                    call_id: r.call_id.clone(),
                     is_error: true,
-                    text: format!(
-                        "the call to `{}` was interrupted (the runtime stopped before its result was saved); it may or may not have taken effect: check, then call it again if needed",
-                        c.name
-                    ),
+                    text: r.text.clone(),
                 })
                 .collect(),
         };
@@ -292,7 +310,7 @@ impl Runtime {
         Meta::PendingCalls.put(&mut batch, &[] as &[PlannedCall])?;
         self.commit_batch(&batch, "cannot store the interrupted results")?;
         self.history.push(Entry::new(Arc::new(message), false));
-        Ok(())
+        Ok(reports)
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod assembly;
 mod backends;
+mod cancel;
 mod context;
 mod crash;
 mod errors;

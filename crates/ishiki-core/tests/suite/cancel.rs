@@ -1,0 +1,224 @@
+//! A step's future dropped at any await (issue 26): an embedder that cancels a step (a closed
+//! connection, a timeout around `step_with`) leaves the runtime and its store consistent. The
+//! same runtime goes on (calls cut while they ran are answered as interrupted, as a reopened
+//! runtime answers them), every call in its next request has a result, and a runtime reopened
+//! from the store projects the very same request.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ishiki_core::{
+    Durability, Model, ModelError, ModelResponse, Part, Request, Runtime, RuntimeErrorKind, Tool,
+    ToolCall, ToolContext, ToolDef, ToolError,
+};
+use serde_json::{Value, json};
+
+use super::runtime::{assembly, clock_at};
+
+/// Polls `future` at most `polls` times; `None` when it was still pending then (it is dropped
+/// there, at whatever await it had reached).
+struct Cut<F> {
+    future: Pin<Box<F>>,
+    polls: usize,
+}
+
+impl<F: Future> Future for Cut<F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.polls == 0 {
+            return Poll::Ready(None);
+        }
+        self.polls -= 1;
+        match self.future.as_mut().poll(cx) {
+            Poll::Ready(out) => Poll::Ready(Some(out)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Awaits, yielding `n` times first: each yield is an await a cancellation can land on.
+async fn yields(n: usize) {
+    for _ in 0..n {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Answers by the request's length: a call of `slow`, a `search`, a call of the deferred
+/// `hidden` once found, then text; the cycle repeats. Each answer takes three awaits.
+#[derive(Debug, Default)]
+struct Model4 {
+    answered: AtomicUsize,
+}
+
+#[async_trait]
+impl Model for Model4 {
+    async fn respond(&self, request: &Request) -> Result<ModelResponse, ModelError> {
+        yields(3).await;
+        let k = self.answered.fetch_add(1, Ordering::Relaxed);
+        let id = format!("c{}", request.messages.len());
+        let call = |name: &str, input: Value| {
+            ModelResponse::from_calls([ToolCall {
+                id: id.clone(),
+                name: name.to_owned(),
+                input,
+            }])
+        };
+        Ok(match k % 4 {
+            0 => call("slow", json!({ "n": k })),
+            1 => call("search", json!({ "query": "hidden helper" })),
+            2 => call("hidden", json!({})),
+            _ => ModelResponse::from_text("done"),
+        })
+    }
+}
+
+/// A resident tool that takes four awaits.
+#[derive(Debug)]
+struct Slow;
+
+#[async_trait]
+impl Tool for Slow {
+    fn definition(&self) -> ToolDef {
+        ToolDef::new(
+            "slow",
+            "Answers after a while.",
+            json!({ "type": "object", "properties": { "n": { "type": "integer" } } }),
+        )
+        .with_resident(true)
+    }
+
+    async fn execute(&self, input: Value, _: &ToolContext) -> Result<Value, ToolError> {
+        yields(4).await;
+        Ok(json!(format!("slow {}", input["n"])))
+    }
+}
+
+/// A deferred tool, found with `search`.
+#[derive(Debug)]
+struct Hidden;
+
+#[async_trait]
+impl Tool for Hidden {
+    fn definition(&self) -> ToolDef {
+        ToolDef::new(
+            "hidden",
+            "A hidden helper tool.",
+            json!({ "type": "object" }),
+        )
+    }
+
+    async fn execute(&self, _: Value, _: &ToolContext) -> Result<Value, ToolError> {
+        yields(2).await;
+        Ok(json!("hidden"))
+    }
+}
+
+fn open(dir: &std::path::Path) -> Runtime {
+    Runtime::builder(assembly("toolsearch: { enable: true }\n", "seeing"), dir)
+        .clock(clock_at(Duration::ZERO))
+        .durability(Durability::Normal)
+        .tool(Arc::new(Slow))
+        .tool(Arc::new(Hidden))
+        .build()
+        .expect("the runtime builds")
+}
+
+/// Every call in the request has exactly one result.
+fn calls_answered(request: &Request) -> Result<(), String> {
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for part in request.messages.iter().flat_map(|m| &m.content) {
+        match part {
+            Part::ToolCall { id, .. } => calls.push(id.clone()),
+            Part::ToolResult { call_id, .. } => results.push(call_id.clone()),
+            _ => {}
+        }
+    }
+    calls.sort();
+    results.sort();
+    if calls == results {
+        Ok(())
+    } else {
+        Err(format!("calls {calls:?}, results {results:?}"))
+    }
+}
+
+#[tokio::test]
+async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent() {
+    let (mut before_commit, mut during_calls) = (0, 0);
+    // The cut step is each kind in turn (a call, a search, the found tool, text); past 40
+    // polls every step finishes, so the last cuts let it run whole.
+    for (warm, polls) in (0..4).flat_map(|warm| (0..40).map(move |polls| (warm, polls))) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let model = Model4::default();
+        let mut rt = open(dir.path());
+        // Some history first.
+        for k in 0..warm + 4 {
+            rt.add_user_message(&format!("warm{k}"), "go", &[])
+                .expect("user message");
+            rt.step_with(&model).await.expect("a whole step");
+        }
+        rt.add_user_message("m", "go on", &[])
+            .expect("user message");
+        let finished = Cut {
+            future: Box::pin(rt.step_with(&model)),
+            polls,
+        }
+        .await;
+        if let Some(outcome) = &finished {
+            outcome
+                .as_ref()
+                .expect("a step that ran to its end succeeds");
+        }
+
+        // The same runtime goes on. A response committed before the cut has calls waiting,
+        // which run first.
+        let waiting = match rt.prepare() {
+            Ok(prepared) => {
+                rt.abandon(prepared);
+                false
+            }
+            Err(e) if e.kind() == RuntimeErrorKind::Usage => {
+                rt.execute().await.expect("the waiting calls run");
+                true
+            }
+            Err(e) => panic!("after a cut at poll {polls} of step kind {warm}: {e}"),
+        };
+        let prepared = rt.prepare().expect("the next request");
+        let in_process = prepared.request.clone();
+        rt.abandon(prepared);
+        calls_answered(&in_process)
+            .unwrap_or_else(|e| panic!("cut at poll {polls} of step kind {warm}: {e}"));
+        drop(rt);
+
+        // Reopened from the store: what was committed, and nothing else.
+        let mut reopened = open(dir.path());
+        let request = reopened
+            .prepare()
+            .unwrap_or_else(|e| panic!("cut at poll {polls} of step kind {warm}: reopening: {e}"))
+            .request;
+        calls_answered(&request)
+            .unwrap_or_else(|e| panic!("cut at poll {polls} of step kind {warm}: {e}"));
+        // The runtime that went on answered the cut calls as interrupted, as the reopened
+        // one did: the same request either way.
+        if waiting {
+            during_calls += 1;
+        } else {
+            before_commit += usize::from(finished.is_none());
+        }
+        assert_eq!(
+            in_process, request,
+            "cut at poll {polls} of step kind {warm}: the runtime that went on and the reopened one differ"
+        );
+    }
+    assert!(
+        before_commit > 0 && during_calls > 0,
+        "the cuts landed before a commit ({before_commit}) and while calls ran ({during_calls})"
+    );
+}
