@@ -1,10 +1,12 @@
 //! Guards that keep every crate pickable on its own (run by `cargo xtask ci`).
 //!
 //! CI otherwise builds only `--workspace --all-features`, where feature unification hides a
-//! crate that does not build alone. These checks build each library crate by itself, once with
-//! its default features and every target (lib, tests, benches, examples: so `cargo test -p
-//! CRATE` compiles on a clean checkout, which unification once hid for `ishiki-postgres`) and
-//! once with no features (the library), and package every publishable crate. They are
+//! crate that does not build alone. These checks build each library crate by itself: the
+//! library with its default features (as a dependent gets it: a crate's dev-dependency on
+//! itself turns test features on for every target), every target with them (lib, tests,
+//! benches, examples: so `cargo test -p CRATE` compiles on a clean checkout, which unification
+//! once hid for `ishiki-postgres`), and the library with no features when it has default ones;
+//! and they package every publishable crate. They are
 //! `cargo check`s and `cargo package --no-verify`, not test runs, so CI stays short. The
 //! layering rules and the export snapshots are ordinary tests in `tidy.rs`.
 
@@ -36,11 +38,14 @@ fn has_default_features(manifest: &str) -> bool {
     })
 }
 
-/// `cargo check -p CRATE --all-targets` alone, and the library with `--no-default-features`.
+/// `cargo check -p CRATE` and `cargo check -p CRATE --all-targets` alone, and the library with
+/// `--no-default-features`.
 pub(crate) fn check_alone() -> Result<(), String> {
     let root = workspace_root();
     for name in library_crates(&root) {
         let start = std::time::Instant::now();
+        // The library as a dependent gets it (no dev-dependency features), then every target.
+        cargo(&["check", "--quiet", "-p", &name], &[])?;
         cargo(&["check", "--quiet", "-p", &name, "--all-targets"], &[])?;
         let manifest = std::fs::read_to_string(root.join("crates").join(&name).join("Cargo.toml"))
             .unwrap_or_default();

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[cfg(feature = "profile")]
-use ishiki_core::Profile;
-use ishiki_core::profile::McpServerDecl;
+use ishiki_core::{Profile, profile::McpServerDecl};
 
 /// The default limit, 30 s: the profile's `timeoutMs` default too
 /// (`ishiki_core::profile::McpServerDecl::DEFAULT_TIMEOUT_MS`; a test holds them equal).

@@ -67,7 +67,7 @@
 //! ```no_run
 //! # #[cfg(feature = "profile")] mod profile {
 //! use ishiki_core::{assemble, ModelsDoc, Profile, Runtime};
-//! use ishiki_mcp::{connect_all, McpServerConfig};
+//! use ishiki_mcp::{connect_all_checked, McpServerConfig};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let profile = Profile::from_yaml(
@@ -80,7 +80,9 @@
 //! let models = ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n")?;
 //! let assembly = assemble(profile, models, "main")?;
 //!
-//! let (tools, errors) = connect_all(&configs).await;
+//! // Each tool checked as the runtime will check it: one whose schema does not compile is
+//! // left out with an error, instead of failing the build below.
+//! let (tools, errors) = connect_all_checked(&configs, ishiki_core::check_tool).await;
 //! for error in &errors {
 //!     eprintln!("{error}"); // e.g. "mcp server `everything` failed to start (…)"
 //! }
@@ -138,14 +140,24 @@ pub use tool::{
 /// Starts every server (concurrently) and returns their tools, in config order, with one error
 /// per server that failed to start and per tool left out. A failed server or tool does not
 /// stop the others; tool names are given in config order, so the same configuration gives the
-/// same names.
+/// same names. The input schemas are not compiled here (see [`server_tools`]):
+/// [`connect_all_checked`] with `ishiki_core::check_tool` leaves out a tool whose schema would
+/// make the runtime's build fail.
 pub async fn connect_all(
     configs: &[McpServerConfig],
+) -> (Vec<Arc<dyn ishiki_tool::Tool>>, Vec<McpError>) {
+    connect_all_checked(configs, |_| Ok::<(), String>(())).await
+}
+
+/// [`connect_all`] with `check` run on every tool ([`server_tools_checked`]).
+pub async fn connect_all_checked<E: std::fmt::Display>(
+    configs: &[McpServerConfig],
+    check: impl Fn(&dyn ishiki_tool::Tool) -> Result<(), E>,
 ) -> (Vec<Arc<dyn ishiki_tool::Tool>>, Vec<McpError>) {
     let (servers, mut errors) = start_all(configs).await;
     let mut tools = Vec::new();
     for server in &servers {
-        let (server_tools, tool_errors) = server_tools(server);
+        let (server_tools, tool_errors) = server_tools_checked(server, &check);
         tools.extend(server_tools);
         errors.extend(tool_errors);
     }

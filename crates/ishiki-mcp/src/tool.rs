@@ -231,12 +231,14 @@ pub struct ToolsDelta {
     /// Ishiki names (`<server>_<tool>`, or the distinct name the tool was given) of tools the
     /// server no longer lists.
     pub removed: Vec<String>,
-    /// One error per listed tool left out (an invalid input schema, a name listed twice).
+    /// One error per listed tool left out (an input schema too large, a name listed twice).
     pub errors: Vec<McpError>,
 }
 
 /// Lists `server`'s tools again ([`McpServer::refresh_tools`]) and returns the change as
-/// Ishiki tools. A tool whose new definition is invalid is reported and counts as removed.
+/// Ishiki tools. A tool whose new definition is invalid (an empty name, a schema too large)
+/// is reported and counts as removed; one whose schema does not compile is refused by the
+/// runtime in [`apply_tool_changes`], which then removes it too.
 pub async fn sync_tools(server: &Arc<McpServer>) -> Result<ToolsDelta, McpError> {
     let change = server.refresh_tools().await?;
     let prefix = &server.config().name;
@@ -289,7 +291,11 @@ pub async fn apply_tool_changes<S: ToolSet + ?Sized>(
             runtime.remove_tool(name);
         }
         for tool in delta.added {
+            let name = tool.definition().name;
             if let Err(e) = runtime.add_tool(tool) {
+                // The set refused the new definition (a schema that does not compile): the
+                // tool counts as removed, so its old definition is not called by mistake.
+                runtime.remove_tool(&name);
                 errors.push(McpError::new(
                     McpErrorKind::InvalidTool,
                     server.name(),

@@ -11,6 +11,8 @@
 //   pages-repeat   tools/list gives the same cursor again and again
 //   deep-schema    tools/list holds a tool whose input schema is nested 70 levels
 //   bad-schema     lists `ping` and `broken`, whose input schema does not compile (`type: 7`)
+//   changing-bad   like changing, but `swap` keeps `ping` with an input schema that does not
+//                  compile
 //   named NAMES    lists the comma-separated NAMES (each answers with its own name)
 //   hostile     lists `ping` and tools with odd results: `deep` (300-deep structuredContent),
 //               `widget` (a content block of unknown type), `media` (an image beside
@@ -51,7 +53,7 @@ let deepValue = 1;
 for (let i = 0; i < 300; i++) {
   deepValue = [deepValue];
 }
-let tools = mode === "changing" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "bad-schema" ? [ping, { name: "broken", description: "A schema that does not compile.", inputSchema: { type: "object", properties: { x: { type: 7 } } } }] : mode === "hostile" || mode === "odd-results" ? [
+let tools = mode === "changing" || mode === "changing-bad" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "bad-schema" ? [ping, { name: "broken", description: "A schema that does not compile.", inputSchema: { type: "object", properties: { x: { type: 7 } } } }] : mode === "hostile" || mode === "odd-results" ? [
   ping,
   simple("deep", "Answer a 300-deep structuredContent."),
   simple("widget", "Answer with a content block of an unknown type."),
@@ -107,7 +109,7 @@ rl.on("line", (line) => {
     case "initialize":
       reply({
         protocolVersion: request.params.protocolVersion,
-        capabilities: { tools: { listChanged: mode === "changing" } },
+        capabilities: { tools: { listChanged: mode === "changing" || mode === "changing-bad" } },
         serverInfo: { name: "fake", version: "1.0.0" },
       });
       break;
@@ -131,7 +133,7 @@ rl.on("line", (line) => {
       if (!tools.some((t) => t.name === name)) {
         send({ jsonrpc: "2.0", id: request.id, error: { code: -32602, message: `unknown tool ${name}` } });
       } else if (name === "swap") {
-        tools = [swap, echo];
+        tools = mode === "changing-bad" ? [swap, { ...ping, inputSchema: { type: "object", properties: { x: { type: 7 } } } }] : [swap, echo];
         send({ jsonrpc: "2.0", method: "notifications/tools/list_changed" });
         reply({ content: [{ type: "text", text: "swapped" }] });
       } else if (name === "echo") {

@@ -110,3 +110,41 @@ async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_append
     assert!(!last_texts(&next).contains("no longer available"));
     assert_eq!(next.messages[..now.messages.len()], now.messages[..]);
 }
+
+/// A tool whose new definition the runtime refuses (its schema does not compile) counts as
+/// removed: its old definition is not called by mistake, and the refusal is reported.
+#[tokio::test]
+async fn a_changed_tool_whose_new_schema_does_not_compile_is_removed_and_reported() {
+    let config = fake_config("fake", "changing-bad", Duration::from_secs(20));
+    let (servers, errors) = start_all(&[config]).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let (tools, errors) = server_tools(&servers[0]);
+    assert!(errors.is_empty(), "{errors:?}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = runtime(&Profile::default(), tools, dir.path());
+    assert_eq!(
+        step(&mut rt, &[("fake_ping", json!({}))]).await[0].text,
+        "pong"
+    );
+
+    step(&mut rt, &[("fake_swap", json!({}))]).await;
+    tokio::time::timeout(Duration::from_secs(20), servers[0].tools_change())
+        .await
+        .expect("the list_changed notification arrives");
+    let errors = apply_tool_changes(&servers, &mut rt).await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]
+            .message()
+            .contains("tool `fake_ping` has an invalid input schema"),
+        "{}",
+        errors[0].message()
+    );
+    let after = step(&mut rt, &[("fake_ping", json!({}))]).await;
+    assert!(after[0].is_error, "{after:?}");
+    assert!(
+        after[0].text.contains("no longer available"),
+        "{}",
+        after[0].text
+    );
+}
