@@ -86,8 +86,15 @@ impl Runtime {
     /// One whole step against a model: prepare, respond, commit, execute. When the context
     /// engine asks for a compaction, `model` compacts first (natively when it can,
     /// [`Model::compact`](crate::Model::compact), else as a text summary); a request `model`
-    /// refuses as longer than its window is folded and compacted and tried once more.
+    /// refuses as longer than its window is folded and compacted and tried once more. Calls
+    /// left waiting before it (a step cut while its calls ran) are settled first, as
+    /// [`Runtime::execute`] settles them; their reports are not returned.
     pub async fn step_with(&mut self, model: &dyn Model) -> Result<Vec<CallReport>, RuntimeError> {
+        // A step cut while its calls ran (this future dropped) left them waiting: they are
+        // answered first, as interrupted, so the step after a cancellation just works.
+        if !self.planned.is_empty() {
+            self.execute().await?;
+        }
         let mut retried = false;
         loop {
             let mut prepared = self.prepare()?;

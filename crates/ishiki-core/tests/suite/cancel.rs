@@ -149,6 +149,37 @@ fn calls_answered(request: &Request) -> Result<(), String> {
     }
 }
 
+/// A step cut while its calls ran: the next `step_with` settles them (as interrupted) and goes
+/// on, without the embedder calling `execute` first.
+#[tokio::test]
+async fn the_step_after_a_cut_one_just_works() {
+    for polls in 0..40 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let model = Model4::default();
+        let mut rt = open(dir.path());
+        rt.add_user_message("m", "go", &[]).expect("user message");
+        let cut = Cut {
+            future: Box::pin(rt.step_with(&model)),
+            polls,
+        }
+        .await;
+        // Only a cut that left the response's calls waiting is the case here.
+        match rt.prepare() {
+            Err(e) if cut.is_none() && e.kind() == RuntimeErrorKind::Usage => {}
+            Ok(prepared) => {
+                rt.abandon(prepared);
+                continue;
+            }
+            Err(e) => panic!("cut at poll {polls}: {e}"),
+        }
+        let reports = rt.step_with(&model).await.expect("the next step");
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(reports[0].name, "search", "the next response's call ran");
+        return;
+    }
+    panic!("no cut landed while the calls ran");
+}
+
 #[tokio::test]
 async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent() {
     let (mut before_commit, mut during_calls) = (0, 0);
@@ -205,10 +236,38 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
             .request;
         calls_answered(&request)
             .unwrap_or_else(|e| panic!("cut at poll {polls} of step kind {warm}: {e}"));
+        // And the reopened runtime steps on.
+        reopened
+            .add_user_message("after", "and now?", &[])
+            .expect("user message");
+        reopened.step_with(&model).await.unwrap_or_else(|e| {
+            panic!("cut at poll {polls} of step kind {warm}: the next step: {e}")
+        });
         // The runtime that went on answered the cut calls as interrupted, as the reopened
-        // one did: the same request either way.
+        // one did (never running them twice behind the model's back): the same request.
         if waiting {
             during_calls += 1;
+            let last_results: Vec<&str> = in_process
+                .messages
+                .iter()
+                .rev()
+                .find(|m| {
+                    m.content
+                        .iter()
+                        .any(|p| matches!(p, Part::ToolResult { .. }))
+                })
+                .into_iter()
+                .flat_map(|m| &m.content)
+                .filter_map(|p| match p {
+                    Part::ToolResult { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                !last_results.is_empty()
+                    && last_results.iter().all(|t| t.contains("was interrupted")),
+                "cut at poll {polls} of step kind {warm}: {last_results:?}"
+            );
         } else {
             before_commit += usize::from(finished.is_none());
         }
@@ -221,4 +280,33 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
         before_commit > 0 && during_calls > 0,
         "the cuts landed before a commit ({before_commit}) and while calls ran ({during_calls})"
     );
+}
+
+/// Two requests prepared, one committed with calls: the other is refused until those calls
+/// have run, so committing it cannot drop them.
+#[tokio::test]
+async fn a_second_response_is_refused_while_the_first_ones_calls_wait() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rt = open(dir.path());
+    rt.add_user_message("m", "go", &[]).expect("user message");
+    let first = rt.prepare().expect("a request");
+    let second = rt.prepare().expect("another request");
+    let call = ToolCall {
+        id: "c1".to_owned(),
+        name: "slow".to_owned(),
+        input: json!({ "n": 1 }),
+    };
+    rt.commit(first, ModelResponse::from_calls([call]))
+        .expect("the first response");
+    let error = rt
+        .commit(second, ModelResponse::from_text("done"))
+        .expect_err("refused while c1 waits");
+    assert_eq!(error.kind(), RuntimeErrorKind::Usage);
+    assert!(
+        error.message().contains("call execute"),
+        "{}",
+        error.message()
+    );
+    let reports = rt.execute().await.expect("c1 runs");
+    assert_eq!(reports[0].text, "slow 1");
 }
