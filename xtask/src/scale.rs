@@ -17,6 +17,9 @@ pub(crate) fn scale(args: &[String]) -> Result<(), String> {
     let mut command = Command::new(cargo);
     command.args(["bench", "-p", "ishiki-cli", "--bench", "scale", "--"]);
     command.args(args);
+    // The PostgreSQL backend is measured, not skipped: a missing server fails (and is
+    // installed when root).
+    command.env("ISHIKI_REQUIRE_ENGINES", "1");
     eprintln!(
         "$ cargo bench -p ishiki-cli --bench scale -- {}",
         args.join(" ")

@@ -75,6 +75,8 @@ pub(crate) fn stress(args: &[String]) -> Result<(), String> {
         .env("ISHIKI_STRESS_KILLS", kills.to_string())
         .env("ISHIKI_STRESS_STEPS", steps.to_string())
         .env("INSTA_UPDATE", "no")
+        // A missing PostgreSQL fails the run (and is installed when root), never a skip.
+        .env("ISHIKI_REQUIRE_ENGINES", "1")
         .stderr(Stdio::piped());
     eprintln!(
         "$ ISHIKI_STRESS_KILLS={kills} ISHIKI_STRESS_STEPS={steps} cargo test -p ishiki-core --test all{} -- {test} --exact --nocapture",

@@ -10,7 +10,8 @@
 //! what the display holds; a tool does none of that itself.
 //!
 //! This crate is the contract alone (the definition type from `ishiki-toolsearch`, the display
-//! type from `ishiki-outlet`, serde_json, base64 and async-trait), so a crate of tools
+//! type from `ishiki-outlet` and, for the error conversion, resources' synchronous part under
+//! it; serde_json, base64 and async-trait), so a crate of tools
 //! (`ishiki-mcp`) takes it without the runtime. `ishiki-core` re-exports everything here.
 //!
 //! ```
@@ -218,7 +219,8 @@ pub trait ToolSet {
     /// Adds `tool`, or replaces the tool of the same name.
     fn add_tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), Self::Error>;
 
-    /// Removes the tool `name`; `false` when there is none to remove.
+    /// Removes the tool `name`; `false` when there is none to remove or the set refuses to
+    /// (the runtime keeps its built-in tools).
     fn remove_tool(&mut self, name: &str) -> bool;
 }
 

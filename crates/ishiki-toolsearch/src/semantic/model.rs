@@ -397,7 +397,7 @@ fn bert_class(c: char) -> Class {
     }
     let category = get_general_category(c);
     match category {
-        G::SpaceSeparator => Class::Space,
+        G::SpaceSeparator | G::LineSeparator | G::ParagraphSeparator => Class::Space,
         G::NonspacingMark => Class::Dropped,
         G::Control | G::Format | G::PrivateUse | G::Surrogate | G::Unassigned => Class::Dropped,
         _ if c == '\u{0}' || c == '\u{fffd}' => Class::Dropped,
