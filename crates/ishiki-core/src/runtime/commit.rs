@@ -10,7 +10,7 @@ use super::meta::Meta;
 use super::{
     CatalogBlob, Entry, MessageRecord, PlannedCall, Prepared, Runtime, stored_message, to_json,
 };
-use crate::error::{RuntimeError, RuntimeErrorKind};
+use crate::error::RuntimeError;
 use crate::message::{Message, ModelResponse, Part, Role, ToolCall};
 use crate::profile::ToolCalling;
 use crate::store::{Batch, StoredMessage};
@@ -112,15 +112,7 @@ impl Runtime {
     ) -> Result<Vec<ToolCall>, RuntimeError> {
         // Another response's calls still wait (two requests prepared, one committed): taking
         // this one would drop them from memory while the store still holds them.
-        if !self.planned.is_empty() {
-            return Err(RuntimeError::new(
-                RuntimeErrorKind::Usage,
-                format!(
-                    "the calls of step {} have not run yet: call execute before committing another response",
-                    self.step
-                ),
-            ));
-        }
+        self.refuse_while_calls_wait("committing another response")?;
         let step = prepared.step;
         let text_protocol = self.shared.assembly.main.tool_calling == ToolCalling::Text;
         // The turn as received: text blocks, reasoning and calls keep their order, because

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::builtin::{self, DirectCall};
 use crate::convert;
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, RuntimeErrorKind};
 use crate::message::{Message, Model, Part, Role};
 use crate::registry::Origin;
 use crate::store::Batch;
@@ -34,8 +34,14 @@ impl Runtime {
         if self.executing {
             // The last `execute` of these calls was dropped or failed before storing their
             // results: some may have run. Answered as a reopened runtime would, never run twice.
-            let reports = self.answer_interrupted(self.planned.clone())?;
-            self.planned.clear();
+            let planned = std::mem::take(&mut self.planned);
+            let reports = match self.answer_interrupted(&planned) {
+                Ok(reports) => reports,
+                Err(e) => {
+                    self.planned = planned;
+                    return Err(e);
+                }
+            };
             self.executing = false;
             return Ok(reports);
         }
@@ -51,19 +57,7 @@ impl Runtime {
             new_records.extend(records);
             reports.push(report);
         }
-        let message = Message {
-            id: crate::ids::tools_message(step),
-            role: Role::Tool,
-            created_at: self.now(),
-            content: reports
-                .iter()
-                .map(|r| Part::ToolResult {
-                    call_id: r.call_id.clone(),
-                    is_error: r.is_error,
-                    text: r.text.clone(),
-                })
-                .collect(),
-        };
+        let message = self.results_message(step, &reports);
         let mut batch = Batch::default();
         batch.messages.push(stored_message(&message)?);
         for (k, record) in new_records.iter_mut().enumerate() {
@@ -81,6 +75,39 @@ impl Runtime {
         self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);
         Ok(reports)
+    }
+
+    /// Refuses `what` while the last committed response's calls wait for [`Runtime::execute`]:
+    /// a request with calls that have no results is malformed, and another response would
+    /// drop the waiting calls from memory while the store still holds them.
+    pub(super) fn refuse_while_calls_wait(&self, what: &str) -> Result<(), RuntimeError> {
+        if self.planned.is_empty() {
+            return Ok(());
+        }
+        Err(RuntimeError::new(
+            RuntimeErrorKind::Usage,
+            format!(
+                "the calls of step {} have not run yet: call execute before {what}",
+                self.step
+            ),
+        ))
+    }
+
+    /// The message holding the results of step `step`'s calls, as the model reads them.
+    pub(super) fn results_message(&self, step: u64, reports: &[CallReport]) -> Message {
+        Message {
+            id: crate::ids::tools_message(step),
+            role: Role::Tool,
+            created_at: self.now(),
+            content: reports
+                .iter()
+                .map(|r| Part::ToolResult {
+                    call_id: r.call_id.clone(),
+                    is_error: r.is_error,
+                    text: r.text.clone(),
+                })
+                .collect(),
+        }
     }
 
     /// One whole step against a model: prepare, respond, commit, execute. When the context

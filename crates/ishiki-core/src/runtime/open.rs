@@ -21,7 +21,6 @@ use super::{
 use crate::builtin::Shared;
 use crate::context::{ContextState, Window};
 use crate::error::{RuntimeError, RuntimeErrorKind, err};
-use crate::message::{Message, Part, Role};
 use crate::profile::Assembly;
 use crate::registry::{self, Origin, Registry};
 use crate::store::{Batch, HistoryStore, StoreErrorKind};
@@ -261,7 +260,7 @@ impl Runtime {
             state_identity,
             _state_lock: state_lock,
         };
-        runtime.answer_interrupted(interrupted)?;
+        runtime.answer_interrupted(&interrupted)?;
         Ok(runtime)
     }
 
@@ -271,7 +270,7 @@ impl Runtime {
     /// well-formed and nothing runs twice behind the model's back (SEC-4).
     pub(super) fn answer_interrupted(
         &mut self,
-        calls: Vec<PlannedCall>,
+        calls: &[PlannedCall],
     ) -> Result<Vec<CallReport>, RuntimeError> {
         if calls.is_empty() {
             return Ok(Vec::new());
@@ -292,19 +291,7 @@ impl Runtime {
                 missed_by_search: Vec::new(),
             })
             .collect();
-        let message = Message {
-            id: crate::ids::tools_message(self.step),
-            role: Role::Tool,
-            created_at: self.now(),
-            content: reports
-                .iter()
-                .map(|r| Part::ToolResult {
-                    call_id: r.call_id.clone(),
-                    is_error: true,
-                    text: r.text.clone(),
-                })
-                .collect(),
-        };
+        let message = self.results_message(self.step, &reports);
         let mut batch = Batch::default();
         batch.messages.push(stored_message(&message)?);
         Meta::PendingCalls.put(&mut batch, &[] as &[PlannedCall])?;

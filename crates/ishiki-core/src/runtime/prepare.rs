@@ -241,15 +241,7 @@ impl Runtime {
     ) -> Result<Prepared, RuntimeError> {
         // A request with calls that have no results is malformed, and committing another
         // response would drop the waiting calls for good.
-        if !self.planned.is_empty() {
-            return Err(RuntimeError::new(
-                RuntimeErrorKind::Usage,
-                format!(
-                    "the calls of step {} have not run yet: call execute before preparing the next request",
-                    self.step
-                ),
-            ));
-        }
+        self.refuse_while_calls_wait("preparing the next request")?;
         let step = self.step + 1;
         let CatalogStep {
             tools,
