@@ -82,6 +82,17 @@ impl TestCluster {
         Some(Self::shared().unwrap_or_else(|e| panic!("the PostgreSQL test cluster starts: {e}")))
     }
 
+    /// A fresh database in the shared cluster for the test `test`, as a connection string;
+    /// `None` when [`shared_or_skip`](Self::shared_or_skip) skips the test.
+    pub fn database_or_skip(test: &str) -> Option<String> {
+        let cluster = Self::shared_or_skip(test)?;
+        Some(
+            cluster
+                .database()
+                .unwrap_or_else(|e| panic!("a test database: {e}")),
+        )
+    }
+
     /// Starts a new cluster (stopped when the value drops).
     pub fn start() -> Result<Self, String> {
         let bin = match find_bin_dir() {

@@ -69,12 +69,7 @@ pub(crate) fn memory() -> Backend {
 /// A fresh database in this test binary's cluster, for the test or suite `what`; `None`, after
 /// a line saying it was skipped, on a machine without PostgreSQL outside `cargo xtask test`.
 pub(crate) fn postgres_url(what: &str) -> Option<String> {
-    let cluster = TestCluster::shared_or_skip(what)?;
-    Some(
-        cluster
-            .database()
-            .unwrap_or_else(|e| panic!("a test database: {e}")),
-    )
+    TestCluster::database_or_skip(what)
 }
 
 pub(crate) fn postgres() -> Option<Backend> {

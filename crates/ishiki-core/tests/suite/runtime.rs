@@ -1044,6 +1044,19 @@ async fn sec3_bad_calls_get_error_results_naming_the_problem() {
     with_snapshots(|| insta::assert_snapshot!("runtime_error_results", out));
 }
 
+/// The stored JSON of the (first) assistant message in the state directory `dir`'s history.
+fn stored_assistant_record(dir: &std::path::Path) -> Value {
+    let store = ishiki_core::SqliteStore::open(&dir.join("history.sqlite"), Durability::Normal)
+        .expect("the history opens");
+    let state = ishiki_core::HistoryStore::load(&store).expect("the history loads");
+    let (record, _) = state
+        .messages
+        .into_iter()
+        .find(|(m, _)| m.id.ends_with("-assistant"))
+        .expect("the assistant record");
+    record.json
+}
+
 /// Reasoning parts are committed verbatim ahead of the text, survive reopening, and the
 /// provider's usage is stored in the assistant message's record (issue 15).
 #[tokio::test]
@@ -1075,18 +1088,9 @@ async fn reasoning_and_usage_are_committed_with_the_response() {
     };
     step(&mut rt, response).await;
     drop(rt);
-    let store =
-        ishiki_core::SqliteStore::open(&dir.path().join("history.sqlite"), Durability::Normal)
-            .unwrap();
-    let state = ishiki_core::HistoryStore::load(&store).unwrap();
-    let (record, _) = state
-        .messages
-        .iter()
-        .find(|(m, _)| m.id.ends_with("-assistant"))
-        .expect("the assistant record");
-    assert_eq!(record.json["usage"], serde_json::to_value(usage).unwrap());
-    assert_eq!(record.json["content"][0]["data"], thinking);
-    drop(store);
+    let record = stored_assistant_record(dir.path());
+    assert_eq!(record["usage"], serde_json::to_value(usage).unwrap());
+    assert_eq!(record["content"][0]["data"], thinking);
     let mut rt = runtime(dir.path(), assembly("", "seeing"));
     let request = rt.prepare().unwrap().request;
     let assistant = request
@@ -1124,18 +1128,9 @@ async fn a_response_with_input_transformations_reopens_and_keeps_them() {
     };
     step(&mut rt, response).await;
     drop(rt);
-    let store =
-        ishiki_core::SqliteStore::open(&dir.path().join("history.sqlite"), Durability::Normal)
-            .unwrap();
-    let state = ishiki_core::HistoryStore::load(&store).unwrap();
-    let (record, _) = state
-        .messages
-        .iter()
-        .find(|(m, _)| m.id.ends_with("-assistant"))
-        .expect("the assistant record");
-    assert_eq!(record.json["input_transformations"], json!([dropped]));
-    assert_eq!(record.json["usage"]["input_tokens"], 12);
-    drop(store);
+    let record = stored_assistant_record(dir.path());
+    assert_eq!(record["input_transformations"], json!([dropped]));
+    assert_eq!(record["usage"]["input_tokens"], 12);
 
     let mut rt = runtime(dir.path(), assembly("", "seeing"));
     let request = rt.prepare().expect("the history reopens").request;

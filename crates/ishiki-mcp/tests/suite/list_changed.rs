@@ -3,10 +3,12 @@
 //! available" note; no earlier message or listed tool changes, and a removed tool called later
 //! gets a clear error.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use ishiki_core::{ModelResponse, Part, Profile, Request, ToolCall};
-use ishiki_mcp::{apply_tool_changes, server_tools, start_all};
+use ishiki_core::{ModelResponse, Part, Profile, Request, Runtime, ToolCall};
+use ishiki_mcp::{McpServer, apply_tool_changes, server_tools, start_all};
 use serde_json::json;
 
 use super::{fake_config, runtime, step, with_snapshots};
@@ -29,15 +31,22 @@ fn last_texts(request: &Request) -> String {
         .join("\n")
 }
 
-#[tokio::test]
-async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_appending() {
-    let config = fake_config("fake", "changing", Duration::from_secs(20));
+/// The fake server in `mode` (a `changing` one), and a runtime on its tools with state in
+/// `dir`.
+async fn started(mode: &str, dir: &Path) -> (Vec<Arc<McpServer>>, Runtime) {
+    let config = fake_config("fake", mode, Duration::from_secs(20));
     let (servers, errors) = start_all(&[config]).await;
     assert!(errors.is_empty(), "{errors:?}");
     let (tools, errors) = server_tools(&servers[0]);
     assert!(errors.is_empty(), "{errors:?}");
+    let rt = runtime(&Profile::default(), tools, dir);
+    (servers, rt)
+}
+
+#[tokio::test]
+async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_appending() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(&Profile::default(), tools, dir.path());
+    let (servers, mut rt) = started("changing", dir.path()).await;
 
     let pong = step(&mut rt, &[("fake_ping", json!({}))]).await;
     assert_eq!(pong[0].text, "pong");
@@ -115,13 +124,8 @@ async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_append
 /// removed: its old definition is not called by mistake, and the refusal is reported.
 #[tokio::test]
 async fn a_changed_tool_whose_new_schema_does_not_compile_is_removed_and_reported() {
-    let config = fake_config("fake", "changing-bad", Duration::from_secs(20));
-    let (servers, errors) = start_all(&[config]).await;
-    assert!(errors.is_empty(), "{errors:?}");
-    let (tools, errors) = server_tools(&servers[0]);
-    assert!(errors.is_empty(), "{errors:?}");
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(&Profile::default(), tools, dir.path());
+    let (servers, mut rt) = started("changing-bad", dir.path()).await;
     assert_eq!(
         step(&mut rt, &[("fake_ping", json!({}))]).await[0].text,
         "pong"

@@ -10,10 +10,5 @@ use ishiki_postgres::testing::TestCluster;
 /// A fresh database in this binary's cluster for the test `test`; `None` (the test is skipped,
 /// saying so) on a machine without PostgreSQL outside `cargo xtask test`.
 pub(crate) fn database(test: &str) -> Option<String> {
-    let cluster = TestCluster::shared_or_skip(test)?;
-    Some(
-        cluster
-            .database()
-            .unwrap_or_else(|e| panic!("a test database: {e}")),
-    )
+    TestCluster::database_or_skip(test)
 }

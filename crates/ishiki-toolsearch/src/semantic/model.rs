@@ -400,7 +400,8 @@ fn bert_class(c: char) -> Class {
         G::SpaceSeparator | G::LineSeparator | G::ParagraphSeparator => Class::Space,
         G::NonspacingMark => Class::Dropped,
         G::Control | G::Format | G::PrivateUse | G::Surrogate | G::Unassigned => Class::Dropped,
-        _ if c == '\u{0}' || c == '\u{fffd}' => Class::Dropped,
+        // NUL is a control character already; U+FFFD is a symbol BERT drops all the same.
+        _ if c == '\u{fffd}' => Class::Dropped,
         G::ConnectorPunctuation
         | G::DashPunctuation
         | G::OpenPunctuation

@@ -28,6 +28,19 @@ fn embedder() -> Embedder {
     })
 }
 
+/// The `cases` of the reference fixture `tests/data/<name>`.
+fn fixture_cases(name: &str) -> Vec<serde_json::Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    let mut fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture is json");
+    match fixture["cases"].take() {
+        serde_json::Value::Array(cases) => cases,
+        other => panic!("{}: `cases` is not a list: {other}", path.display()),
+    }
+}
+
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
@@ -53,12 +66,7 @@ fn wordpiece_matches_the_bert_vocabulary() {
 #[test]
 fn non_ascii_text_tokenizes_as_the_reference_tokenizer_does() {
     let model = embedder();
-    let text = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/wordpiece-reference.json"),
-    )
-    .expect("fixture");
-    let fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture is json");
-    let cases = fixture["cases"].as_array().expect("cases");
+    let cases = fixture_cases("wordpiece-reference.json");
     assert!(cases.len() >= 24);
     let mut wrong = Vec::new();
     for case in cases {
@@ -77,12 +85,7 @@ fn non_ascii_text_tokenizes_as_the_reference_tokenizer_does() {
 #[test]
 fn embeddings_match_an_independent_reference() {
     let model = embedder();
-    let text = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/minilm-reference.json"),
-    )
-    .expect("fixture");
-    let fixture: serde_json::Value = serde_json::from_str(&text).expect("fixture is json");
-    let cases = fixture["cases"].as_array().expect("cases");
+    let cases = fixture_cases("minilm-reference.json");
     assert!(cases.len() >= 5);
     for case in cases {
         let text = case["text"].as_str().expect("text");
