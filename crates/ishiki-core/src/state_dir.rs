@@ -10,9 +10,11 @@
 //!   at first open, artifacts or assets) whose history store is missing, empty or without its
 //!   tables is an error, not a new session.
 
+use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read as _, Write as _};
+use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::error::{RuntimeError, RuntimeErrorKind};
 use crate::store::{Durability, HistoryStore};
@@ -229,11 +231,53 @@ impl StateIdentity {
 /// The exclusive lock on a state directory; dropping it (closing the file) releases it.
 #[derive(Debug)]
 pub(crate) struct StateLock {
-    _file: File,
+    file: Option<File>,
+    /// This lock's entry in [`HELD`].
+    key: PathBuf,
 }
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // The file first: once the entry is gone, an opener of this process may take it.
+        drop(self.file.take());
+        held().remove(&self.key);
+    }
+}
+
+/// The state directories that runtimes of this process hold. The file lock alone cannot say
+/// so: a child process being started by any thread of this one holds a copy of every open
+/// file (so of the lock) from its fork until its exec, and a directory a runtime of this
+/// process just released can look held by "this process" for that moment.
+static HELD: std::sync::Mutex<BTreeSet<PathBuf>> = std::sync::Mutex::new(BTreeSet::new());
+
+fn held() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
+    // The set is only inserted into and removed from: a panic elsewhere cannot leave it
+    // half-changed.
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How long an opener waits for a child process of this one to let go of a lock that no
+/// runtime of this process holds (starting a process takes milliseconds; this is generous).
+const INHERITED_LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Takes the state directory's lock, or names the runtime that holds it.
 pub(crate) fn lock(dir: &Path) -> Result<StateLock, RuntimeError> {
+    let busy = |holder: &str| {
+        RuntimeError::new(
+            RuntimeErrorKind::Busy,
+            format!(
+                "the state directory {} is in use by another runtime ({holder}); a state directory serves one runtime at a time",
+                dir.display()
+            ),
+        )
+    };
+    let key = resolved(dir);
+    if !held().insert(key.clone()) {
+        return Err(busy(&format!("pid {}, this process", std::process::id())));
+    }
+    // From here the entry is this opener's: dropping the lock, or failing, removes it.
+    let mut lock = StateLock { file: None, key };
     let path = dir.join(LOCK_FILE);
     let cannot = |e: &dyn std::fmt::Display| {
         RuntimeError::new(
@@ -249,32 +293,45 @@ pub(crate) fn lock(dir: &Path) -> Result<StateLock, RuntimeError> {
         .truncate(false)
         .open(&path)
         .map_err(|e| cannot(&e))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let holder = match (&file).take(32).read_to_string(&mut text) {
-                Ok(_) => match text.trim().parse::<u32>() {
-                    Ok(pid) if pid == std::process::id() => format!("pid {pid}, this process"),
-                    Ok(pid) => format!("pid {pid}"),
-                    Err(_) => "pid unknown".to_owned(),
-                },
-                Err(_) => "pid unknown".to_owned(),
-            };
-            return Err(RuntimeError::new(
-                RuntimeErrorKind::Busy,
-                format!(
-                    "the state directory {} is in use by another runtime ({holder}); a state directory serves one runtime at a time",
-                    dir.display()
-                ),
-            ));
+    let waiting_since = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) => {
+                // Read from the start each time: a read moves the file's position.
+                let mut text = String::new();
+                let holder = match file
+                    .rewind()
+                    .and_then(|()| (&file).take(32).read_to_string(&mut text))
+                {
+                    Ok(_) => text.trim().parse::<u32>().ok(),
+                    Err(_) => None,
+                };
+                match holder {
+                    // No runtime of this process holds it (that was checked above): a child
+                    // process being started holds a copy until its exec closes it.
+                    Some(pid) if pid == std::process::id() => {
+                        if waiting_since.elapsed() >= INHERITED_LOCK_WAIT {
+                            return Err(busy(&format!(
+                                "pid {pid}, this process: a child process of this one has kept a copy of the lock for {} s",
+                                INHERITED_LOCK_WAIT.as_secs()
+                            )));
+                        }
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Some(pid) => return Err(busy(&format!("pid {pid}"))),
+                    None => return Err(busy("pid unknown")),
+                }
+            }
+            Err(TryLockError::Error(e)) => return Err(cannot(&e)),
         }
-        Err(TryLockError::Error(e)) => return Err(cannot(&e)),
     }
     file.set_len(0).map_err(|e| cannot(&e))?;
+    file.rewind().map_err(|e| cannot(&e))?;
     file.write_all(format!("{}\n", std::process::id()).as_bytes())
         .map_err(|e| cannot(&e))?;
-    Ok(StateLock { _file: file })
+    lock.file = Some(file);
+    Ok(lock)
 }
 
 /// What shows that `dir` held a conversation, if anything does.
@@ -381,5 +438,47 @@ mod tests {
                 real.join("target/new")
             );
         }
+    }
+
+    /// Any thread of the process may be starting a child process at any moment; each child
+    /// holds a copy of the lock until its exec. A released directory is still free to open.
+    #[test]
+    fn a_released_lock_is_free_again_while_other_threads_start_processes() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let spawner = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut started = 0_u32;
+                while !stop.load(Ordering::SeqCst) {
+                    if std::process::Command::new("true").status().is_ok() {
+                        started += 1;
+                    }
+                }
+                started
+            })
+        };
+        let mut refused = Vec::new();
+        for _ in 0..2000 {
+            match lock(dir.path()) {
+                Ok(held) => {
+                    // While held, a second opener of this process is refused at once.
+                    let second = lock(dir.path()).expect_err("held");
+                    assert_eq!(second.kind(), RuntimeErrorKind::Busy, "{second}");
+                    drop(held);
+                }
+                Err(e) => refused.push(e.to_string()),
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        let started = spawner.join().expect("the spawning thread");
+        assert!(started > 0, "no process was started meanwhile");
+        assert!(
+            refused.is_empty(),
+            "{} refused: {:?}",
+            refused.len(),
+            refused.first()
+        );
     }
 }
