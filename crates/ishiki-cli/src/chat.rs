@@ -309,7 +309,9 @@ fn run_inner(
     // The profile's MCP servers (local and remote) start once for the session; one that does
     // not start is reported and the session goes on without it.
     let configs = ishiki_mcp::McpServerConfig::from_profile(&assembly.profile);
-    let (servers, errors) = tokio.block_on(ishiki_mcp::start_all(&configs));
+    let authorizer = tokio.block_on(sign_in(&configs)).map_err(|e| failed(&e))?;
+    let (servers, errors) =
+        tokio.block_on(ishiki_mcp::start_all_authorized(&configs, None, authorizer));
     for error in &errors {
         writeln!(out, "[mcp] {error}").map_err(|e| failed(&e))?;
     }
@@ -623,4 +625,31 @@ fn show(
         _ => {}
     }
     out.flush()
+}
+
+/// Who approves the OAuth sign-ins of the profile's servers (`auth: { oauth: … }`): the
+/// person at this terminal. Standard error shows the URL to open; the browser comes back to
+/// `http://127.0.0.1:<port>/callback`, where this process listens while a sign-in waits.
+/// `None` when no server signs in that way (no port is opened).
+async fn sign_in(
+    configs: &[ishiki_mcp::McpServerConfig],
+) -> std::io::Result<Option<Arc<dyn ishiki_mcp::Authorizer>>> {
+    let needed = configs.iter().any(|c| {
+        matches!(
+            c.oauth,
+            Some(ishiki_mcp::OAuthConfig::AuthorizationCode { .. })
+        )
+    });
+    if !needed {
+        return Ok(None);
+    }
+    let show: ishiki_mcp::ShowUrl = Arc::new(|server: &str, url: &str| {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(
+            err,
+            "[mcp] sign in to `{server}` in your browser: {url}\n[mcp] waiting for the sign-in…"
+        );
+    });
+    let authorizer = ishiki_mcp::LoopbackAuthorizer::bind(show).await?;
+    Ok(Some(Arc::new(authorizer)))
 }

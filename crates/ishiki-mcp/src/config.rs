@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::auth::OAuthConfig;
+
 #[cfg(feature = "profile")]
 use ishiki_core::{Profile, profile::McpServerDecl};
 
@@ -28,6 +30,10 @@ pub struct McpServerConfig {
     /// The environment variable holding a bearer token for a remote server, read at each
     /// connect and sent as `Authorization: Bearer …`; never shown in any error.
     pub token_env: Option<String>,
+    /// OAuth 2.1 for a remote server (run with the `oauth` feature): tokens are obtained
+    /// when the server asks for them (a 401), refreshed, and stepped up on a 403
+    /// `insufficient_scope`.
+    pub oauth: Option<OAuthConfig>,
     /// Its arguments.
     pub args: Vec<String>,
     /// Variables added to the inherited environment.
@@ -50,6 +56,7 @@ impl McpServerConfig {
             url: None,
             headers: BTreeMap::new(),
             token_env: None,
+            oauth: None,
             args: Vec::new(),
             env: BTreeMap::new(),
             cwd: None,
@@ -71,6 +78,12 @@ impl McpServerConfig {
     /// variable).
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// Uses OAuth 2.1 with a remote server.
+    pub fn oauth(mut self, oauth: OAuthConfig) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 
@@ -117,7 +130,8 @@ impl McpServerConfig {
             command: decl.command.clone(),
             url: decl.url.clone(),
             headers: decl.headers.clone(),
-            token_env: decl.auth.as_ref().map(|a| a.token_env.clone()),
+            token_env: decl.auth.as_ref().and_then(|a| a.token_env.clone()),
+            oauth: decl.auth.as_ref().and_then(oauth_from_decl),
             args: decl.args.clone(),
             env: decl.env.clone(),
             cwd: decl.cwd.as_ref().map(PathBuf::from),
@@ -138,4 +152,37 @@ mod tests {
             Duration::from_millis(McpServerDecl::DEFAULT_TIMEOUT_MS)
         );
     }
+}
+
+/// The OAuth configuration an `auth` declaration gives, if it names OAuth (feature
+/// `profile`).
+#[cfg(feature = "profile")]
+fn oauth_from_decl(decl: &ishiki_core::profile::McpAuthDecl) -> Option<OAuthConfig> {
+    use crate::auth::{ClientCredential, JwtAlgorithm, Secret};
+    if let Some(oauth) = &decl.oauth {
+        return Some(OAuthConfig::AuthorizationCode {
+            client_id: oauth.client_id.clone(),
+            client_secret: oauth.client_secret_env.clone().map(Secret::Env),
+            client_metadata_url: oauth.client_metadata_url.clone(),
+            scopes: oauth.scopes.clone(),
+        });
+    }
+    let cc = decl.client_credentials.as_ref()?;
+    let credential = match (&cc.client_secret_env, &cc.private_key_env) {
+        (Some(var), _) => ClientCredential::Secret(Secret::Env(var.clone())),
+        (None, Some(var)) => ClientCredential::PrivateKey {
+            key: Secret::Env(var.clone()),
+            algorithm: cc
+                .algorithm
+                .as_deref()
+                .and_then(JwtAlgorithm::from_name)
+                .unwrap_or(JwtAlgorithm::Es256),
+        },
+        (None, None) => return None,
+    };
+    Some(OAuthConfig::ClientCredentials {
+        client_id: cc.client_id.clone(),
+        credential,
+        scopes: cc.scopes.clone(),
+    })
 }

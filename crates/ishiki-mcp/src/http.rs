@@ -16,7 +16,7 @@
 //! server's errors.
 
 #[cfg(feature = "http")]
-pub(crate) use remote::transport;
+pub(crate) use remote::{http_client, transport_config};
 
 use crate::config::McpServerConfig;
 
@@ -27,7 +27,6 @@ mod remote {
     use std::time::Duration;
 
     use http::{HeaderName, HeaderValue};
-    use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::common::client_side_sse::ExponentialBackoff;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
@@ -40,12 +39,12 @@ mod remote {
     /// How many times a dropped SSE stream is resumed before its requests fail.
     const SSE_RETRIES: usize = 3;
 
-    /// The transport to `url` as `config` says: its headers (environment variables resolved) and
-    /// bearer token. `Err` says what is missing, naming variables, never values.
-    pub(crate) fn transport(
+    /// The transport's settings for `url` as `config` says: its headers (environment variables
+    /// resolved) and bearer token. `Err` says what is missing, naming variables, never values.
+    pub(crate) fn transport_config(
         config: &McpServerConfig,
         url: &str,
-    ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    ) -> Result<StreamableHttpClientTransportConfig, String> {
         let mut headers = HashMap::new();
         for (name, value) in &config.headers {
             let value = expand(value).map_err(|var| {
@@ -81,18 +80,20 @@ mod remote {
                 })?;
             transport_config = transport_config.auth_header(token.trim().to_owned());
         }
+        Ok(transport_config)
+    }
+
+    /// The HTTP client for `config`'s server: its connect deadline, no pooled idle
+    /// connections, no redirects.
+    pub(crate) fn http_client(config: &McpServerConfig) -> Result<reqwest::Client, String> {
         // reqwest takes the process's default crypto provider; ring unless the embedder set one.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
+        reqwest::Client::builder()
             .connect_timeout(config.timeout)
             .pool_max_idle_per_host(0)
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-        Ok(StreamableHttpClientTransport::with_client(
-            client,
-            transport_config,
-        ))
+            .map_err(|e| format!("cannot build an HTTP client: {e}"))
     }
 }
 
@@ -140,7 +141,7 @@ pub(crate) fn plain(text: &str) -> &str {
 }
 
 /// `text` with every secret of `config` (the bearer token, each header value read from the
-/// environment) replaced by `…`, so an error from the HTTP stack never carries one.
+/// environment, the OAuth client's secrets) replaced by `…`, so an error from the HTTP stack never carries one.
 pub(crate) fn redact(text: &str, config: &McpServerConfig) -> String {
     let mut secrets: Vec<String> = config
         .headers
@@ -152,6 +153,9 @@ pub(crate) fn redact(text: &str, config: &McpServerConfig) -> String {
         && let Ok(token) = std::env::var(var)
     {
         secrets.push(token.trim().to_owned());
+    }
+    if let Some(oauth) = &config.oauth {
+        secrets.extend(oauth.secret_values());
     }
     let mut text = text.to_owned();
     for secret in secrets.iter().filter(|s| s.len() >= 4) {

@@ -10,11 +10,17 @@
 //! `<name>_<tool>`, with origin `mcp:<name>`, deferred to the toolsearch pool unless the server
 //! is `resident`. Register them on a runtime builder with `.tool(t)`.
 //!
-//! The crate needs the tool contract (`ishiki-tool`) and rmcp, not the runtime. Two features
+//! The crate needs the tool contract (`ishiki-tool`) and rmcp, not the runtime. Three features
 //! add what not every embedder needs:
 //!
 //! - `http`: remote servers (Streamable HTTP on reqwest and rustls, about 150 crates more).
 //!   Without it a server with a `url` fails to connect, saying that the feature is off.
+//! - `oauth`: OAuth 2.1 for remote servers ([`OAuthConfig`] on rmcp's `auth`; implies
+//!   `http`): sign-in by a person through the embedder's [`Authorizer`] (authorization code
+//!   with PKCE, a pre-registered, URL-named or self-registered client), client credentials
+//!   (a secret or a `private_key_jwt` assertion) and enterprise-managed exchange. The flow runs
+//!   when the server answers 401; a 403 `insufficient_scope` steps up; tokens are refreshed,
+//!   kept in memory and redacted from every error.
 //! - `profile`: `McpServerConfig::from_profile` and `McpServerConfig::from_decl`, the
 //!   servers as an Ishiki profile declares them (this takes `ishiki-core`).
 //!
@@ -114,12 +120,15 @@
 //! assert_eq!(map_call_result(&failed, ResultShape::Content).unwrap_err().message(), "no such file");
 //! ```
 
+mod auth;
 mod client;
 mod config;
 mod elicit;
 mod error;
 mod http;
 mod names;
+#[cfg(feature = "oauth")]
+mod oauth;
 mod result;
 mod server;
 mod stderr;
@@ -128,9 +137,14 @@ mod transport;
 
 use std::sync::Arc;
 
+pub use auth::{
+    Authorizer, ClientCredential, DEFAULT_APPROVAL_TIME, JwtAlgorithm, OAuthConfig, Secret,
+};
 pub use config::{DEFAULT_TIMEOUT, McpServerConfig};
 pub use elicit::{AcceptDefaults, ElicitAnswer, ElicitRequest, Elicitor, apply_defaults};
 pub use error::{McpError, McpErrorKind};
+#[cfg(feature = "oauth")]
+pub use oauth::{HeadlessAuthorizer, LoopbackAuthorizer, ShowUrl};
 pub use result::{ResultShape, map_call_result, model_result};
 pub use server::{MAX_LIST_BYTES, MAX_LIST_PAGES, MAX_LISTED_TOOLS, McpServer, ToolListChange};
 pub use tool::{
@@ -176,16 +190,27 @@ pub async fn start_all_with(
     configs: &[McpServerConfig],
     elicitor: Option<Arc<dyn Elicitor>>,
 ) -> (Vec<Arc<McpServer>>, Vec<McpError>) {
+    start_all_authorized(configs, elicitor, None).await
+}
+
+/// [`start_all_with`] with `authorizer` approving the OAuth sign-ins of servers configured
+/// for the authorization-code flow (none: such a server fails to connect, saying so).
+pub async fn start_all_authorized(
+    configs: &[McpServerConfig],
+    elicitor: Option<Arc<dyn Elicitor>>,
+    authorizer: Option<Arc<dyn Authorizer>>,
+) -> (Vec<Arc<McpServer>>, Vec<McpError>) {
     let mut set = tokio::task::JoinSet::new();
     let names = Arc::new(names::ToolNames::default());
     for (index, config) in configs.iter().enumerate() {
         let config = config.clone();
         let names = names.clone();
         let elicitor = elicitor.clone();
+        let authorizer = authorizer.clone();
         set.spawn(async move {
             (
                 index,
-                McpServer::start_naming(config, names, elicitor).await,
+                McpServer::start_naming(config, names, elicitor, authorizer).await,
             )
         });
     }

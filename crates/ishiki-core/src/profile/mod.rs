@@ -30,7 +30,8 @@ pub use assemble::assemble;
 pub use assemble::load_semantic_model;
 pub use diagnostic::{AssemblyError, AssemblyErrorKind};
 pub use schema::{
-    Assembly, AssetsSection, CleanupSection, CodemodeSection, McpAuthDecl, McpSection,
-    McpServerDecl, Modality, ModelCapabilities, ModelDecl, ModelsDoc, Profile, SemanticSection,
-    ToolCalling, ToolsSection, ToolsearchSection, VisionTarget,
+    Assembly, AssetsSection, CleanupSection, CodemodeSection, McpAuthDecl,
+    McpClientCredentialsDecl, McpOAuthDecl, McpSection, McpServerDecl, Modality, ModelCapabilities,
+    ModelDecl, ModelsDoc, Profile, SemanticSection, ToolCalling, ToolsSection, ToolsearchSection,
+    VisionTarget,
 };

@@ -183,13 +183,64 @@ pub struct McpServerDecl {
     pub timeout_ms: u64,
 }
 
-/// `mcp.servers.<name>.auth`: how a client authenticates to a remote server.
+/// `mcp.servers.<name>.auth`: how a client authenticates to a remote server, exactly one of
+/// `tokenEnv`, `oauth` and `clientCredentials`. Secrets are named by environment variables,
+/// never written in the profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct McpAuthDecl {
-    /// `tokenEnv` (required): the environment variable holding a bearer token, sent as
-    /// `Authorization: Bearer <token>`. The token itself is never in the profile.
-    pub token_env: String,
+    /// `tokenEnv`: the environment variable holding a bearer token, sent as
+    /// `Authorization: Bearer <token>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// `oauth`: OAuth 2.1 sign-in by a person (the authorization-code flow with PKCE).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<McpOAuthDecl>,
+    /// `clientCredentials`: OAuth 2.1 for a client acting on its own behalf.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_credentials: Option<McpClientCredentialsDecl>,
+}
+
+/// `mcp.servers.<name>.auth.oauth`: every key optional. Without `clientId` the client names
+/// itself by `clientMetadataUrl` where the authorization server accepts that, and registers
+/// itself otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct McpOAuthDecl {
+    /// `clientId`: a client ID issued beforehand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// `clientSecretEnv`: the variable holding that client's secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// `clientMetadataUrl`: the HTTPS URL of the client's metadata document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+    /// `scopes` (default: what the server names).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
+/// `mcp.servers.<name>.auth.clientCredentials`: `clientId` and exactly one of
+/// `clientSecretEnv` and `privateKeyEnv` (with `algorithm`, `ES256` or `RS256`, default
+/// `ES256`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpClientCredentialsDecl {
+    /// `clientId` (required).
+    pub client_id: String,
+    /// `clientSecretEnv`: the variable holding the client secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// `privateKeyEnv`: the variable holding a PKCS#8 PEM private key (`private_key_jwt`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub private_key_env: Option<String>,
+    /// `algorithm`: how the private key signs (`ES256` or `RS256`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// `scopes` (default none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
 
 impl McpServerDecl {

@@ -330,9 +330,46 @@ fn pro1_a_remote_mcp_server_is_declared_by_url_with_headers_and_auth() {
         Some("${TEAM}")
     );
     assert_eq!(
-        remote.auth.as_ref().map(|a| a.token_env.as_str()),
+        remote.auth.as_ref().and_then(|a| a.token_env.as_deref()),
         Some("REMOTE_TOKEN")
     );
+    let value = serde_json::to_value(&p).unwrap();
+    assert_eq!(Profile::from_value(&value).unwrap(), p);
+}
+
+#[test]
+fn pro1_a_remote_mcp_server_may_sign_in_with_oauth_or_client_credentials() {
+    let p = profile(
+        "mcp:\n  servers:\n    linear:\n      url: https://mcp.example.com/mcp\n      \
+         auth:\n        oauth:\n          clientId: ishiki\n          clientSecretEnv: LINEAR_SECRET\n          \
+         clientMetadataUrl: https://example.com/client.json\n          scopes: [read, write]\n    \
+         bare:\n      url: https://b.example.com/mcp\n      auth: { oauth: {} }\n    \
+         robot:\n      url: https://r.example.com/mcp\n      \
+         auth: { clientCredentials: { clientId: bot, privateKeyEnv: BOT_KEY, algorithm: RS256 } }\n",
+    );
+    let oauth = p.mcp.servers["linear"]
+        .auth
+        .as_ref()
+        .and_then(|a| a.oauth.clone());
+    let oauth = oauth.expect("an oauth declaration");
+    assert_eq!(oauth.client_id.as_deref(), Some("ishiki"));
+    assert_eq!(oauth.client_secret_env.as_deref(), Some("LINEAR_SECRET"));
+    assert_eq!(
+        oauth.client_metadata_url.as_deref(),
+        Some("https://example.com/client.json")
+    );
+    assert_eq!(oauth.scopes, ["read", "write"]);
+    let bare = p.mcp.servers["bare"].auth.as_ref().unwrap();
+    assert_eq!(bare.oauth.as_ref(), Some(&Default::default()));
+    assert!(bare.token_env.is_none() && bare.client_credentials.is_none());
+    let robot = p.mcp.servers["robot"].auth.as_ref().unwrap();
+    let cc = robot
+        .client_credentials
+        .as_ref()
+        .expect("client credentials");
+    assert_eq!(cc.client_id, "bot");
+    assert_eq!(cc.private_key_env.as_deref(), Some("BOT_KEY"));
+    assert_eq!(cc.algorithm.as_deref(), Some("RS256"));
     let value = serde_json::to_value(&p).unwrap();
     assert_eq!(Profile::from_value(&value).unwrap(), p);
 }
@@ -545,8 +582,32 @@ fn pro7_every_assembly_error_message() {
             Input::ProfileYaml("mcp:\n  servers:\n    fs: { command: npx, headers: { A: b } }\n"),
         ),
         (
-            "mcp auth without tokenEnv",
+            "mcp auth without a way to authenticate",
             Input::ProfileYaml("mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: {} }\n"),
+        ),
+        (
+            "mcp auth with two ways to authenticate",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { tokenEnv: T, oauth: {} } }\n",
+            ),
+        ),
+        (
+            "mcp oauth client metadata that is not https",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { oauth: { clientMetadataUrl: \"http://h/c.json\" } } }\n",
+            ),
+        ),
+        (
+            "mcp client credentials without a secret or key",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { clientCredentials: { clientId: c } } }\n",
+            ),
+        ),
+        (
+            "mcp client credentials with an unknown algorithm",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { clientCredentials: { clientId: c, privateKeyEnv: K, algorithm: HS256 } } }\n",
+            ),
         ),
         (
             "mcp unknown server key with suggestion",

@@ -7,6 +7,7 @@ mod failures;
 mod hostile;
 mod http;
 mod list_changed;
+mod oauth;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,266 @@
+//! The two authorizers this crate ships: one for servers that approve without a person, one
+//! for a person at this machine (a loopback redirect, RFC 8252).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::TOKEN_REQUEST_TIMEOUT;
+use crate::auth::Authorizer;
+
+/// The most of a redirect's request head read by the [`LoopbackAuthorizer`].
+const MAX_CALLBACK_BYTES: usize = 16 * 1024;
+/// How long one browser connection to the loopback redirect may take to send its request.
+const CALLBACK_READ_TIME: Duration = Duration::from_secs(10);
+
+/// An authorizer for a server that approves without a person (a test server, an identity
+/// provider that has approved this client before): it fetches the authorization URL itself,
+/// without following redirects, and takes the redirect's `Location`.
+#[derive(Debug, Clone)]
+pub struct HeadlessAuthorizer {
+    redirect_uri: String,
+}
+
+impl HeadlessAuthorizer {
+    /// An authorizer that registers `redirect_uri` (nothing listens there; only the URL the
+    /// authorization server redirects to is read).
+    pub fn new(redirect_uri: impl Into<String>) -> HeadlessAuthorizer {
+        HeadlessAuthorizer {
+            redirect_uri: redirect_uri.into(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Authorizer for HeadlessAuthorizer {
+    fn redirect_uri(&self) -> String {
+        self.redirect_uri.clone()
+    }
+
+    fn approval_time(&self) -> Duration {
+        TOKEN_REQUEST_TIMEOUT
+    }
+
+    async fn authorize(&self, _server: &str, url: &str) -> Result<String, String> {
+        let client = reqwest::Client::builder()
+            .timeout(TOKEN_REQUEST_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+        let response = client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| format!("the authorization page could not be fetched: {e}"))?;
+        let status = response.status();
+        if !status.is_redirection() {
+            return Err(format!(
+                "the authorization page answered {status} instead of redirecting (it needs a person)"
+            ));
+        }
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .ok_or("the authorization page redirected without a Location")?;
+        let base = url::Url::parse(url).map_err(|e| format!("bad authorization URL: {e}"))?;
+        base.join(location)
+            .map(String::from)
+            .map_err(|e| format!("the redirect's Location is no URL: {e}"))
+    }
+}
+
+/// How a [`LoopbackAuthorizer`] shows the person where to sign in: `(server, url)`.
+pub type ShowUrl = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+/// The authorizer of a program on the person's own machine (RFC 8252): it shows the
+/// authorization URL (the embedder prints it or opens a browser) and receives the redirect on
+/// `http://127.0.0.1:<port>/callback`, answering the browser with a page saying it may be
+/// closed. What a browser sends there is bounded (16 KiB of request head, 10 s per
+/// connection); a request without `code` and `state` (a favicon, a stray visit) is answered
+/// 404 and the wait goes on.
+pub struct LoopbackAuthorizer {
+    listener: tokio::sync::Mutex<tokio::net::TcpListener>,
+    port: u16,
+    show: ShowUrl,
+    approval_time: Duration,
+}
+
+impl std::fmt::Debug for LoopbackAuthorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopbackAuthorizer")
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoopbackAuthorizer {
+    /// Listens on an unused port of 127.0.0.1; `show` is called with each URL to open.
+    pub async fn bind(show: ShowUrl) -> std::io::Result<LoopbackAuthorizer> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let port = listener.local_addr()?.port();
+        Ok(LoopbackAuthorizer {
+            listener: tokio::sync::Mutex::new(listener),
+            port,
+            show,
+            approval_time: crate::auth::DEFAULT_APPROVAL_TIME,
+        })
+    }
+
+    /// Sets how long a person may take.
+    pub fn approval_time(mut self, time: Duration) -> LoopbackAuthorizer {
+        self.approval_time = time;
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl Authorizer for LoopbackAuthorizer {
+    fn redirect_uri(&self) -> String {
+        format!("http://127.0.0.1:{}/callback", self.port)
+    }
+
+    fn approval_time(&self) -> Duration {
+        self.approval_time
+    }
+
+    async fn authorize(&self, server: &str, url: &str) -> Result<String, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = self.listener.lock().await;
+        (self.show)(server, url);
+        loop {
+            let (mut stream, _) = listener
+                .accept()
+                .await
+                .map_err(|e| format!("the redirect could not be received: {e}"))?;
+            let mut head = Vec::new();
+            let read = tokio::time::timeout(CALLBACK_READ_TIME, async {
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = stream.read(&mut buf).await?;
+                    if n == 0 || head.len() + n > MAX_CALLBACK_BYTES {
+                        break;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                }
+                Ok::<(), std::io::Error>(())
+            })
+            .await;
+            if !matches!(read, Ok(Ok(()))) {
+                continue;
+            }
+            let line = String::from_utf8_lossy(&head);
+            let target = line
+                .lines()
+                .next()
+                .and_then(|l| l.strip_prefix("GET "))
+                .and_then(|l| l.split(' ').next())
+                .unwrap_or("");
+            let callback = format!("http://127.0.0.1:{}{target}", self.port);
+            let parsed = url::Url::parse(&callback).ok();
+            let pairs: Vec<(String, String)> = parsed
+                .as_ref()
+                .map(|u| u.query_pairs().into_owned().collect())
+                .unwrap_or_default();
+            let has = |k: &str| pairs.iter().any(|(key, _)| key == k);
+            let on_path = parsed.as_ref().is_some_and(|u| u.path() == "/callback");
+            if on_path && has("error") {
+                let reason = pairs
+                    .iter()
+                    .find(|(k, _)| k == "error")
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                let _ = stream
+                    .write_all(page("Sign-in was refused. You can close this tab.").as_bytes())
+                    .await;
+                return Err(format!("the authorization server answered `{reason}`"));
+            }
+            if !(on_path && has("code") && has("state")) {
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
+                    .await;
+                continue;
+            }
+            let _ = stream
+                .write_all(
+                    page("Signed in. You can close this tab and go back to Ishiki.").as_bytes(),
+                )
+                .await;
+            return Ok(callback);
+        }
+    }
+}
+
+fn page(text: &str) -> String {
+    let body = format!("<!doctype html><title>Ishiki</title><p>{text}</p>\n");
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get(port: u16, target: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        stream
+            .write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    #[tokio::test]
+    async fn the_loopback_authorizer_waits_past_stray_requests_for_the_redirect() {
+        let shown = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = shown.clone();
+        let show: ShowUrl = Arc::new(move |server: &str, url: &str| {
+            record.lock().unwrap().push(format!("{server} {url}"));
+        });
+        let authorizer = Arc::new(LoopbackAuthorizer::bind(show).await.unwrap());
+        let redirect = authorizer.redirect_uri();
+        let port: u16 = redirect
+            .trim_start_matches("http://127.0.0.1:")
+            .trim_end_matches("/callback")
+            .parse()
+            .unwrap();
+        let waiting = {
+            let authorizer = authorizer.clone();
+            tokio::spawn(async move { authorizer.authorize("srv", "https://as/authorize?x").await })
+        };
+        assert!(get(port, "/favicon.ico").await.starts_with("HTTP/1.1 404"));
+        assert!(
+            get(port, "/callback?code=c")
+                .await
+                .starts_with("HTTP/1.1 404")
+        );
+        let page = get(port, "/callback?code=abc&state=xyz").await;
+        assert!(
+            page.starts_with("HTTP/1.1 200") && page.contains("close this tab"),
+            "{page}"
+        );
+        let callback = waiting.await.unwrap().unwrap();
+        assert_eq!(
+            callback,
+            format!("http://127.0.0.1:{port}/callback?code=abc&state=xyz")
+        );
+        assert_eq!(*shown.lock().unwrap(), ["srv https://as/authorize?x"]);
+
+        let refused = {
+            let authorizer = authorizer.clone();
+            tokio::spawn(async move { authorizer.authorize("srv", "https://as/a").await })
+        };
+        get(port, "/callback?error=access_denied&state=s").await;
+        let why = refused.await.unwrap().unwrap_err();
+        assert!(why.contains("access_denied"), "{why}");
+    }
+}
