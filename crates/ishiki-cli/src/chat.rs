@@ -308,7 +308,13 @@ fn run_inner(
     };
     // The profile's MCP servers (local and remote) start once for the session; one that does
     // not start is reported and the session goes on without it.
-    let configs = ishiki_mcp::McpServerConfig::from_profile(&assembly.profile);
+    // OAuth credentials outlive the session in the state directory, which no scheme the model
+    // reads reaches (it is refused inside the workspace).
+    let token_dir = options.state.join("mcp-tokens");
+    let configs: Vec<_> = ishiki_mcp::McpServerConfig::from_profile(&assembly.profile)
+        .into_iter()
+        .map(|c| c.token_dir(&token_dir))
+        .collect();
     let authorizer = tokio.block_on(sign_in(&configs)).map_err(|e| failed(&e))?;
     let (servers, errors) =
         tokio.block_on(ishiki_mcp::start_all_authorized(&configs, None, authorizer));

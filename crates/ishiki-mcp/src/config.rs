@@ -34,6 +34,9 @@ pub struct McpServerConfig {
     /// when the server asks for them (a 401), refreshed, and stepped up on a 403
     /// `insufficient_scope`.
     pub oauth: Option<OAuthConfig>,
+    /// Where OAuth credentials are kept across restarts (`<dir>/<name>.json`, readable by
+    /// the owner only, bound to the server's URL); none: in memory, for the process.
+    pub token_dir: Option<PathBuf>,
     /// Its arguments.
     pub args: Vec<String>,
     /// Variables added to the inherited environment.
@@ -57,6 +60,7 @@ impl McpServerConfig {
             headers: BTreeMap::new(),
             token_env: None,
             oauth: None,
+            token_dir: None,
             args: Vec::new(),
             env: BTreeMap::new(),
             cwd: None,
@@ -84,6 +88,12 @@ impl McpServerConfig {
     /// Uses OAuth 2.1 with a remote server.
     pub fn oauth(mut self, oauth: OAuthConfig) -> Self {
         self.oauth = Some(oauth);
+        self
+    }
+
+    /// Keeps OAuth credentials in `dir` (see [`McpServerConfig::token_dir`]).
+    pub fn token_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.token_dir = Some(dir.into());
         self
     }
 
@@ -132,6 +142,7 @@ impl McpServerConfig {
             headers: decl.headers.clone(),
             token_env: decl.auth.as_ref().and_then(|a| a.token_env.clone()),
             oauth: decl.auth.as_ref().and_then(oauth_from_decl),
+            token_dir: None,
             args: decl.args.clone(),
             env: decl.env.clone(),
             cwd: decl.cwd.as_ref().map(PathBuf::from),

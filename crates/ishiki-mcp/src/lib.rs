@@ -20,7 +20,8 @@
 //!   with PKCE, a pre-registered, URL-named or self-registered client), client credentials
 //!   (a secret or a `private_key_jwt` assertion) and enterprise-managed exchange. The flow runs
 //!   when the server answers 401; a 403 `insufficient_scope` steps up; tokens are refreshed,
-//!   kept in memory and redacted from every error.
+//!   kept in memory or an owner-only token directory ([`McpServerConfig::token_dir`]) and
+//!   redacted from every error.
 //! - `profile`: `McpServerConfig::from_profile` and `McpServerConfig::from_decl`, the
 //!   servers as an Ishiki profile declares them (this takes `ishiki-core`).
 //!

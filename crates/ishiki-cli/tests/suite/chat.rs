@@ -818,18 +818,60 @@ fn browse(url: &str) -> (u16, Option<String>) {
 
 /// A remote server that asks for OAuth works in `ishiki chat` end to end (issue 25): chat
 /// prints where to sign in, the person's browser approves and comes back to chat's loopback
-/// redirect, the tool is called with the token, and the token is in nothing chat prints or
-/// keeps.
+/// redirect, the tool is called with the token, and the token is in nothing chat prints,
+/// sends or keeps but its owner-only token file, which lets the next session go on without a
+/// new sign-in.
 #[test]
 fn chat_signs_in_to_a_remote_server_with_oauth_and_keeps_the_token_out_of_everything() {
     let (url, mut suite) = oauth_server();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let first = oauth_chat(dir.path(), &url, true);
+    let second = oauth_chat(dir.path(), &url, false);
+    let _ = suite.kill();
+    let _ = suite.wait();
+    assert!(
+        !second.contains("sign in to"),
+        "the kept token is used: {second}"
+    );
+    let tokens = dir.path().join("state/mcp-tokens/remote.json");
+    let kept = std::fs::read_to_string(&tokens).expect("the token file");
+    assert!(
+        kept.contains("test-token"),
+        "the token is kept for the next session"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&tokens)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "readable by its owner only");
+    }
+    for entry in walk(&dir.path().join("state")) {
+        if entry == tokens {
+            continue;
+        }
+        let bytes = std::fs::read(&entry).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("test-token"),
+            "a token is kept in {}",
+            entry.display()
+        );
+    }
+    assert!(first.contains("sign in to `remote`"), "{first}");
+}
+
+/// One `ishiki chat` session with the OAuth server at `url` that calls its tool; when
+/// `sign_in`, it waits for chat to ask and approves as the person's browser would. What chat
+/// wrote to standard error.
+fn oauth_chat(dir: &Path, url: &str, sign_in: bool) -> String {
     let call = r#"{"id":"r1","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"remote_test-tool","arguments":"{}"}}]}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
     let answer = r#"{"id":"r2","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Done."}}],"usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26}}"#;
     let (base, seen) = replay(vec![call.to_owned(), answer.to_owned()]);
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    write_config(dir.path(), &base);
+    write_config(dir, &base);
     std::fs::write(
-        dir.path().join("profile.yaml"),
+        dir.join("profile.yaml"),
         format!(
             "mcp:\n  servers:\n    remote:\n      url: {url}\n      auth: {{ oauth: {{}} }}\n      resident: true\n"
         ),
@@ -838,11 +880,11 @@ fn chat_signs_in_to_a_remote_server_with_oauth_and_keeps_the_token_out_of_everyt
     let mut child = Command::new(env!("CARGO_BIN_EXE_ishiki"))
         .arg("chat")
         .arg("--profile")
-        .arg(dir.path().join("profile.yaml"))
+        .arg(dir.join("profile.yaml"))
         .arg("--models")
-        .arg(dir.path().join("models.yaml"))
+        .arg(dir.join("models.yaml"))
         .arg("--state")
-        .arg(dir.path().join("state"))
+        .arg(dir.join("state"))
         .env("ISHIKI_TEST_KEY", "sk-test")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -851,6 +893,33 @@ fn chat_signs_in_to_a_remote_server_with_oauth_and_keeps_the_token_out_of_everyt
         .expect("ishiki chat starts");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     let mut shown = String::new();
+    if sign_in {
+        approve(&mut stderr, &mut shown);
+    }
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"call the remote tool\n")
+        .expect("a line");
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).expect("stderr");
+    let output = child.wait_with_output().expect("chat ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{shown}{rest}");
+    assert!(stdout.contains("← remote_test-tool"), "{stdout}");
+    assert!(!stdout.contains("[mcp]"), "no server failed: {stdout}");
+    // The suite's tokens start with `test-token`: none is printed or sent to the model.
+    let seen = seen.lock().expect("lock").join("\n");
+    assert!(seen.contains("remote_test-tool"), "the tool is offered");
+    for text in [&*stdout, &shown, &rest, &seen] {
+        assert!(!text.contains("test-token"), "a token leaked: {text}");
+    }
+    shown + &rest
+}
+
+/// Reads chat's standard error up to its sign-in line and approves as a browser would.
+fn approve(stderr: &mut impl BufRead, shown: &mut String) {
     let sign_in = loop {
         let mut line = String::new();
         assert!(
@@ -870,35 +939,6 @@ fn chat_signs_in_to_a_remote_server_with_oauth_and_keeps_the_token_out_of_everyt
     let back = back.expect("a redirect");
     assert!(back.starts_with("http://127.0.0.1:"), "{back}");
     assert_eq!(browse(&back).0, 200, "chat's loopback answers the browser");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"call the remote tool\n")
-        .expect("a line");
-    let mut rest = String::new();
-    stderr.read_to_string(&mut rest).expect("stderr");
-    let output = child.wait_with_output().expect("chat ends");
-    let _ = suite.kill();
-    let _ = suite.wait();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}{shown}{rest}");
-    assert!(stdout.contains("← remote_test-tool"), "{stdout}");
-    assert!(!stdout.contains("[mcp]"), "no server failed: {stdout}");
-    // The suite's tokens start with `test-token`: none is printed, sent to the model or kept.
-    let seen = seen.lock().expect("lock").join("\n");
-    assert!(seen.contains("remote_test-tool"), "the tool is offered");
-    for text in [&*stdout, &shown, &rest, &seen] {
-        assert!(!text.contains("test-token"), "a token leaked: {text}");
-    }
-    for entry in walk(&dir.path().join("state")) {
-        let bytes = std::fs::read(&entry).unwrap_or_default();
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains("test-token"),
-            "a token is kept in {}",
-            entry.display()
-        );
-    }
 }
 
 /// Every file under `dir`.

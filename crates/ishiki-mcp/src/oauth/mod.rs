@@ -11,8 +11,8 @@
 //! Everything an authorization server sends is bounded by rmcp's OAuth client (30 s per
 //! request, bodies capped, redirects to other origins refused, discovered hosts checked
 //! against the server's address class); the token endpoint of a `private_key_jwt` client is
-//! read here under the same limits. Tokens live in memory, for the server's lifetime, and
-//! appear in no error.
+//! read here under the same limits. Tokens live in memory for the server's lifetime, or in
+//! the embedder's token directory (`store.rs`), and appear in no error.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
     AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
     AuthorizationRequest, AuthorizationSession, ClientCredentialsConfig, CredentialStore,
-    InMemoryCredentialStore, OAuthTokenResponse, StoredCredentials,
+    OAuthTokenResponse, StoredCredentials,
 };
 use rmcp::transport::streamable_http_client::{
     InsufficientScopeError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -36,9 +36,11 @@ use crate::auth::{Authorizer, ClientCredential, OAuthConfig};
 
 mod authorizers;
 mod jwt;
+mod store;
 
 pub use authorizers::{HeadlessAuthorizer, LoopbackAuthorizer, ShowUrl};
 use jwt::{jwt_token_request, sign_assertion};
+use store::Store;
 
 /// The name a registering client gives itself.
 const CLIENT_NAME: &str = "Ishiki";
@@ -54,7 +56,7 @@ pub(crate) struct Session {
     config: OAuthConfig,
     authorizer: Option<Arc<dyn Authorizer>>,
     manager: tokio::sync::Mutex<AuthorizationManager>,
-    store: InMemoryCredentialStore,
+    store: Store,
     /// Held while an authorization runs, so that one runs at a time.
     gate: tokio::sync::Mutex<()>,
     /// The tokens sent so far, so that no error repeats one ([`Session::redact`]).
@@ -82,10 +84,16 @@ impl Session {
         url: &str,
         config: OAuthConfig,
         authorizer: Option<Arc<dyn Authorizer>>,
+        token_dir: Option<&std::path::Path>,
     ) -> Result<Session, AuthError> {
-        let store = InMemoryCredentialStore::new();
+        let store = Store::new(token_dir, server, url);
         let mut manager = AuthorizationManager::new(url).await?;
         manager.set_credential_store(store.clone());
+        if token_dir.is_some() {
+            // Kept credentials configure the client again (discovery runs once); any failure
+            // here only means a sign-in when the server asks.
+            let _ = manager.initialize_from_store().await;
+        }
         Ok(Session {
             server: server.to_owned(),
             url: url.to_owned(),

@@ -133,10 +133,15 @@ impl McpServer {
         if let Some(session) = slot.as_ref() {
             return Ok(Some(session.clone()));
         }
-        let session =
-            crate::oauth::Session::new(self.name(), url, oauth.clone(), self.authorizer.clone())
-                .await
-                .map_err(|e| format!("its OAuth client cannot be set up: {e}"))?;
+        let session = crate::oauth::Session::new(
+            self.name(),
+            url,
+            oauth.clone(),
+            self.authorizer.clone(),
+            self.config.token_dir.as_deref(),
+        )
+        .await
+        .map_err(|e| format!("its OAuth client cannot be set up: {e}"))?;
         let session = Arc::new(session);
         *slot = Some(session.clone());
         Ok(Some(session))

@@ -1,0 +1,186 @@
+//! Where a server's OAuth credentials live: in memory, or in a file of the embedder's token
+//! directory (`McpServerConfig::token_dir`), so a restarted client needs no new sign-in.
+//!
+//! A file is `<dir>/<server>.json`, readable by its owner only (0600, in a 0700 directory),
+//! written whole to a temporary file and renamed into place, at most 64 KiB when read back. It
+//! names the server URL it was granted for: credentials of another URL (the profile now points
+//! the name elsewhere) are never loaded, so a token is only ever sent where it was granted. A
+//! damaged file is treated as absent; the next sign-in writes it anew.
+
+use std::path::{Path, PathBuf};
+
+use rmcp::transport::auth::{
+    AuthError, CredentialStore, InMemoryCredentialStore, StoredCredentials,
+};
+use serde::{Deserialize, Serialize};
+
+/// The most of a credentials file read.
+const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// A server's credential store.
+#[derive(Clone)]
+pub(crate) enum Store {
+    Memory(InMemoryCredentialStore),
+    File { path: PathBuf, url: String },
+}
+
+#[derive(Serialize, Deserialize)]
+struct FileBody {
+    url: String,
+    credentials: StoredCredentials,
+}
+
+fn io(what: &str, path: &Path, e: std::io::Error) -> AuthError {
+    AuthError::InternalError(format!("cannot {what} {}: {e}", path.display()))
+}
+
+impl Store {
+    /// The store of server `name` at `url`: a file under `dir` when one is given.
+    pub(crate) fn new(dir: Option<&Path>, name: &str, url: &str) -> Store {
+        match dir {
+            None => Store::Memory(InMemoryCredentialStore::new()),
+            Some(dir) => Store::File {
+                path: dir.join(format!("{}.json", file_stem(name))),
+                url: url.to_owned(),
+            },
+        }
+    }
+}
+
+/// `name` as a file name: anything but ASCII letters, digits, `-` and `_` becomes `_`.
+fn file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for Store {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        match self {
+            Store::Memory(store) => store.load().await,
+            Store::File { path, url } => {
+                let Ok(file) = std::fs::File::open(path) else {
+                    return Ok(None);
+                };
+                let mut text = String::new();
+                use std::io::Read;
+                if file.take(MAX_FILE_BYTES).read_to_string(&mut text).is_err() {
+                    return Ok(None);
+                }
+                Ok(serde_json::from_str::<FileBody>(&text)
+                    .ok()
+                    .filter(|body| &body.url == url)
+                    .map(|body| body.credentials))
+            }
+        }
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        match self {
+            Store::Memory(store) => store.save(credentials).await,
+            Store::File { path, url } => {
+                let body = FileBody {
+                    url: url.clone(),
+                    credentials,
+                };
+                let text = serde_json::to_vec(&body)
+                    .map_err(|e| AuthError::InternalError(format!("cannot encode tokens: {e}")))?;
+                write_private(path, &text)
+            }
+        }
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        match self {
+            Store::Memory(store) => store.clear().await,
+            Store::File { path, .. } => match std::fs::remove_file(path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io("remove", path, e)),
+            },
+        }
+    }
+}
+
+/// Writes `bytes` to `path` for its owner alone: a 0700 directory, a 0600 file, replaced whole.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AuthError> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+    let dir = path
+        .parent()
+        .ok_or_else(|| AuthError::InternalError("a token file needs a directory".into()))?;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    builder.mode(0o700);
+    builder.create(dir).map_err(|e| io("create", dir, e))?;
+    let temporary = path.with_extension("json.tmp");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut file = options
+        .open(&temporary)
+        .map_err(|e| io("write", &temporary, e))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io("write", &temporary, e))?;
+    std::fs::rename(&temporary, path).map_err(|e| io("replace", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credentials(token: &str) -> StoredCredentials {
+        let response = serde_json::from_value(serde_json::json!({
+            "access_token": token, "token_type": "Bearer", "expires_in": 3600
+        }))
+        .unwrap();
+        StoredCredentials::new(
+            "client".into(),
+            Some(response),
+            vec!["read".into()],
+            Some(1),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_file_store_keeps_credentials_for_its_url_only_and_for_its_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens");
+        let store = Store::new(Some(&tokens), "linear/../x", "https://a.example/mcp");
+        store.save(credentials("tok-1")).await.unwrap();
+        let file = tokens.join("linear____x.json");
+        assert!(file.is_file(), "one file per server, its name made safe");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&file), 0o600);
+            assert_eq!(mode(&tokens), 0o700);
+        }
+        let loaded = store.load().await.unwrap().expect("kept");
+        assert_eq!(loaded.client_id, "client");
+        // The same name pointed at another server loads nothing.
+        let moved = Store::new(Some(&tokens), "linear/../x", "https://evil.example/mcp");
+        assert!(moved.load().await.unwrap().is_none());
+        // A damaged file is no credentials, not an error.
+        std::fs::write(&file, "{not json").unwrap();
+        assert!(store.load().await.unwrap().is_none());
+        store.save(credentials("tok-2")).await.unwrap();
+        assert!(store.load().await.unwrap().is_some());
+        store.clear().await.unwrap();
+        assert!(!file.exists());
+        store.clear().await.unwrap();
+    }
+}
