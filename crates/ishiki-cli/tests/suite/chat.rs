@@ -891,6 +891,19 @@ fn oauth_chat(dir: &Path, url: &str, sign_in: bool) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .expect("ishiki chat starts");
+    // A session that waits for a sign-in nobody gives would wait minutes: end it sooner.
+    let pid = child.id().to_string();
+    let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watched = ended.clone();
+    std::thread::spawn(move || {
+        for _ in 0..600 {
+            if watched.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = Command::new("kill").arg(&pid).status();
+    });
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     let mut shown = String::new();
     if sign_in {
@@ -905,6 +918,7 @@ fn oauth_chat(dir: &Path, url: &str, sign_in: bool) -> String {
     let mut rest = String::new();
     stderr.read_to_string(&mut rest).expect("stderr");
     let output = child.wait_with_output().expect("chat ends");
+    ended.store(true, std::sync::atomic::Ordering::SeqCst);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{shown}{rest}");
     assert!(stdout.contains("← remote_test-tool"), "{stdout}");
