@@ -120,6 +120,9 @@ pub const MAX_LISTED_TOOLS: usize = 1000;
 /// The most bytes one listing may hold, its tools measured as JSON over all pages.
 pub const MAX_LIST_BYTES: usize = 16 * 1024 * 1024;
 
+/// A request that took longer than the server's timeout.
+pub(crate) struct TimedOut;
+
 /// Why a request gave no usable answer.
 enum Failure {
     /// rmcp's own error: a JSON-RPC error, a closed transport, an unexpected reply.
@@ -378,8 +381,7 @@ impl McpServer {
     /// for ever fails with an error saying so, not by exhausting memory or the timeout.
     pub async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
         let connection = self.connection().await?;
-        let limit = self.request_timeout().await;
-        let outcome = tokio::time::timeout(limit, list_pages(connection.service.peer())).await;
+        let outcome = self.bounded(list_pages(connection.service.peer())).await;
         self.finish(&connection, "tools/list", outcome).await
     }
 
@@ -407,11 +409,9 @@ impl McpServer {
             }
         }
         let connection = self.connection().await?;
-        let outcome = tokio::time::timeout(
-            self.request_timeout().await,
-            call_once(connection.service.peer(), params),
-        )
-        .await;
+        let outcome = self
+            .bounded(call_once(connection.service.peer(), params))
+            .await;
         let what = format!("`{tool}`");
         self.finish(&connection, &what, outcome).await
     }
@@ -422,7 +422,7 @@ impl McpServer {
         &self,
         connection: &Arc<Connection>,
         what: &str,
-        outcome: Result<Result<T, Failure>, tokio::time::error::Elapsed>,
+        outcome: Result<Result<T, Failure>, TimedOut>,
     ) -> Result<T, McpError> {
         let result = self.outcome(connection, what, outcome).await;
         if self.config.url.is_none() {
@@ -443,7 +443,7 @@ impl McpServer {
         &self,
         connection: &Arc<Connection>,
         what: &str,
-        outcome: Result<Result<T, Failure>, tokio::time::error::Elapsed>,
+        outcome: Result<Result<T, Failure>, TimedOut>,
     ) -> Result<T, McpError> {
         let name = self.name();
         match outcome {
@@ -641,7 +641,7 @@ impl McpServer {
             server: self.config.name.clone(),
             elicitor: self.elicitor.clone(),
         };
-        let started = tokio::time::timeout(config.timeout, client.serve(transport)).await;
+        let started = self.bounded(client.serve(transport)).await;
         let cause = match started {
             Ok(Ok(service)) => {
                 if self.starts() > 1 {

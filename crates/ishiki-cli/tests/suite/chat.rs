@@ -833,7 +833,13 @@ fn chat_signs_in_to_a_remote_server_with_oauth_and_keeps_the_token_out_of_everyt
         !second.contains("sign in to"),
         "the kept token is used: {second}"
     );
-    let tokens = dir.path().join("state/mcp-tokens/remote.json");
+    let kept_dir = dir.path().join("state/mcp-tokens");
+    let files: Vec<_> = std::fs::read_dir(&kept_dir)
+        .expect("the token directory")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let tokens = files[0].clone();
     let kept = std::fs::read_to_string(&tokens).expect("the token file");
     assert!(
         kept.contains("test-token"),

@@ -398,7 +398,7 @@ impl Doc<'_> {
             None => None,
             Some(tree) => {
                 let auth_path = path.key("auth");
-                Some(self.mcp_auth(tree, &auth_path)?)
+                Some(self.mcp_auth(tree, &auth_path, url.as_deref().unwrap_or_default())?)
             }
         };
 
@@ -422,7 +422,7 @@ impl Doc<'_> {
     }
 
     /// `mcp.servers.<name>.auth`: exactly one way to authenticate.
-    fn mcp_auth(&self, tree: &Tree, path: &Path) -> Result<McpAuthDecl, AssemblyError> {
+    fn mcp_auth(&self, tree: &Tree, path: &Path, url: &str) -> Result<McpAuthDecl, AssemblyError> {
         let entries = self.mapping(tree, path, MCP_AUTH_KEYS)?;
         let token_env = self.opt_string(entries, path, "tokenEnv")?;
         let oauth = match field(entries, "oauth") {
@@ -434,19 +434,35 @@ impl Doc<'_> {
                     _ => self.mapping(tree, &path, MCP_OAUTH_KEYS)?,
                 };
                 let url = self.opt_string(entries, &path, "clientMetadataUrl")?;
+                // An https:// URL with a path: the document's own address, never a site root.
+                let has_path = |u: &str| {
+                    u.strip_prefix("https://")
+                        .and_then(|rest| rest.split_once('/'))
+                        .is_some_and(|(host, path)| !host.is_empty() && !path.is_empty())
+                };
                 if let Some(url) = &url
-                    && !url.starts_with("https://")
+                    && !has_path(url)
                 {
                     let at = field(entries, "clientMetadataUrl").map_or(tree.at, |t| t.at);
                     return Err(self.error(
                         self.invalid(),
                         &path.key("clientMetadataUrl"),
                         at,
-                        "expected an https:// URL (the client's metadata document)",
+                        "expected an https:// URL with a path (the client's metadata document)",
+                    ));
+                }
+                let client_id = self.opt_string(entries, &path, "clientId")?;
+                if client_id.is_none() && field(entries, "clientSecretEnv").is_some() {
+                    let at = field(entries, "clientSecretEnv").map_or(tree.at, |t| t.at);
+                    return Err(self.error(
+                        self.invalid(),
+                        &path.key("clientSecretEnv"),
+                        at,
+                        "a client secret needs the `clientId` it was issued with",
                     ));
                 }
                 Some(McpOAuthDecl {
-                    client_id: self.opt_string(entries, &path, "clientId")?,
+                    client_id,
                     client_secret_env: self.opt_string(entries, &path, "clientSecretEnv")?,
                     client_metadata_url: url,
                     scopes: self.strings(entries, &path, "scopes")?,
@@ -478,6 +494,15 @@ impl Doc<'_> {
                     ));
                 }
                 let algorithm = self.opt_string(entries, &path, "algorithm")?;
+                if algorithm.is_some() && key.is_none() {
+                    let at = field(entries, "algorithm").map_or(tree.at, |t| t.at);
+                    return Err(self.error(
+                        self.invalid(),
+                        &path.key("algorithm"),
+                        at,
+                        "`algorithm` says how `privateKeyEnv` signs; a client secret has none",
+                    ));
+                }
                 if let Some(name) = &algorithm
                     && !matches!(name.as_str(), "ES256" | "RS256")
                 {
@@ -510,6 +535,25 @@ impl Doc<'_> {
                 tree.at,
                 "expected exactly one of `tokenEnv` (a bearer token's variable), `oauth` (sign-in \
                  by a person) and `clientCredentials` (a client acting on its own behalf)",
+            ));
+        }
+        // OAuth sends tokens and secrets: never in the clear past this machine.
+        let loopback = ["http://localhost", "http://127.0.0.1", "http://[::1]"]
+            .iter()
+            .any(|origin| {
+                url.strip_prefix(origin)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+            });
+        if (oauth.is_some() || client_credentials.is_some())
+            && url.starts_with("http://")
+            && !loopback
+        {
+            return Err(self.error(
+                self.invalid(),
+                path,
+                tree.at,
+                "OAuth over http:// would send tokens in the clear: use the server's https:// URL \
+                 (http:// is for localhost only)",
             ));
         }
         Ok(McpAuthDecl {

@@ -343,7 +343,7 @@ fn pro1_a_remote_mcp_server_may_sign_in_with_oauth_or_client_credentials() {
         "mcp:\n  servers:\n    linear:\n      url: https://mcp.example.com/mcp\n      \
          auth:\n        oauth:\n          clientId: ishiki\n          clientSecretEnv: LINEAR_SECRET\n          \
          clientMetadataUrl: https://example.com/client.json\n          scopes: [read, write]\n    \
-         bare:\n      url: https://b.example.com/mcp\n      auth: { oauth: {} }\n    \
+         bare:\n      url: http://127.0.0.1:8080/mcp\n      auth: { oauth: {} }\n    \
          robot:\n      url: https://r.example.com/mcp\n      \
          auth: { clientCredentials: { clientId: bot, privateKeyEnv: BOT_KEY, algorithm: RS256 } }\n",
     );
@@ -595,6 +595,30 @@ fn pro7_every_assembly_error_message() {
             "mcp oauth client metadata that is not https",
             Input::ProfileYaml(
                 "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { oauth: { clientMetadataUrl: \"http://h/c.json\" } } }\n",
+            ),
+        ),
+        (
+            "mcp oauth client metadata at a site root",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { oauth: { clientMetadataUrl: \"https://h\" } } }\n",
+            ),
+        ),
+        (
+            "mcp oauth client secret without its client id",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { oauth: { clientSecretEnv: S } } }\n",
+            ),
+        ),
+        (
+            "mcp oauth over http past localhost",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"http://mcp.example.com/mcp\", auth: { oauth: {} } }\n",
+            ),
+        ),
+        (
+            "mcp client credentials with an algorithm for a secret",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { clientCredentials: { clientId: c, clientSecretEnv: S, algorithm: ES256 } } }\n",
             ),
         ),
         (

@@ -124,73 +124,107 @@ impl Authorizer for LoopbackAuthorizer {
     }
 
     async fn authorize(&self, server: &str, url: &str) -> Result<String, String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
 
+        // Only the redirect of this request counts: its `state` is the one sent.
+        let expected = url::Url::parse(url)
+            .ok()
+            .and_then(|u| {
+                u.query_pairs()
+                    .find(|(k, _)| k == "state")
+                    .map(|(_, v)| v.into_owned())
+            })
+            .ok_or("the authorization URL carries no `state`")?;
         let listener = self.listener.lock().await;
         (self.show)(server, url);
+        // Connections are read side by side (a browser's idle preconnect or a slow local
+        // client cannot hold up the redirect), at most `MAX_CONNECTIONS` at once.
+        let (tx, mut rx) = tokio::sync::mpsc::channel(MAX_CONNECTIONS);
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         loop {
-            let (mut stream, _) = listener
-                .accept()
-                .await
-                .map_err(|e| format!("the redirect could not be received: {e}"))?;
-            let mut head = Vec::new();
-            let read = tokio::time::timeout(CALLBACK_READ_TIME, async {
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    let n = stream.read(&mut buf).await?;
-                    if n == 0 || head.len() + n > MAX_CALLBACK_BYTES {
-                        break;
-                    }
-                    head.extend_from_slice(&buf[..n]);
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, _) = accepted
+                        .map_err(|e| format!("the redirect could not be received: {e}"))?;
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        continue;
+                    };
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        if let Some(read) = read_head(stream).await {
+                            let _ = tx.send(read).await;
+                        }
+                        drop(slot);
+                    });
                 }
-                Ok::<(), std::io::Error>(())
-            })
-            .await;
-            if !matches!(read, Ok(Ok(()))) {
-                continue;
+                Some((mut stream, target)) = rx.recv() => {
+                    let callback = format!("http://127.0.0.1:{}{target}", self.port);
+                    let pairs: Vec<(String, String)> = url::Url::parse(&callback)
+                        .ok()
+                        .filter(|u| u.path() == "/callback")
+                        .map(|u| u.query_pairs().into_owned().collect())
+                        .unwrap_or_default();
+                    let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v);
+                    if get("state") != Some(&expected) {
+                        let _ = stream.write_all(NOT_FOUND).await;
+                        continue;
+                    }
+                    if let Some(reason) = get("error") {
+                        let _ = stream
+                            .write_all(page("Sign-in was refused. You can close this tab.").as_bytes())
+                            .await;
+                        return Err(format!("the authorization server answered `{reason}`"));
+                    }
+                    if get("code").is_none() {
+                        let _ = stream.write_all(NOT_FOUND).await;
+                        continue;
+                    }
+                    let _ = stream
+                        .write_all(
+                            page("Signed in. You can close this tab and go back to Ishiki.").as_bytes(),
+                        )
+                        .await;
+                    return Ok(callback);
+                }
             }
-            let line = String::from_utf8_lossy(&head);
-            let target = line
-                .lines()
-                .next()
-                .and_then(|l| l.strip_prefix("GET "))
-                .and_then(|l| l.split(' ').next())
-                .unwrap_or("");
-            let callback = format!("http://127.0.0.1:{}{target}", self.port);
-            let parsed = url::Url::parse(&callback).ok();
-            let pairs: Vec<(String, String)> = parsed
-                .as_ref()
-                .map(|u| u.query_pairs().into_owned().collect())
-                .unwrap_or_default();
-            let has = |k: &str| pairs.iter().any(|(key, _)| key == k);
-            let on_path = parsed.as_ref().is_some_and(|u| u.path() == "/callback");
-            if on_path && has("error") {
-                let reason = pairs
-                    .iter()
-                    .find(|(k, _)| k == "error")
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default();
-                let _ = stream
-                    .write_all(page("Sign-in was refused. You can close this tab.").as_bytes())
-                    .await;
-                return Err(format!("the authorization server answered `{reason}`"));
-            }
-            if !(on_path && has("code") && has("state")) {
-                let _ = stream
-                    .write_all(
-                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                    )
-                    .await;
-                continue;
-            }
-            let _ = stream
-                .write_all(
-                    page("Signed in. You can close this tab and go back to Ishiki.").as_bytes(),
-                )
-                .await;
-            return Ok(callback);
         }
     }
+}
+
+/// How many browser connections are read at once.
+const MAX_CONNECTIONS: usize = 16;
+
+const NOT_FOUND: &[u8] =
+    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// The request target of a GET on `stream`, read within [`CALLBACK_READ_TIME`] and
+/// [`MAX_CALLBACK_BYTES`]; `None` for anything else.
+async fn read_head(mut stream: tokio::net::TcpStream) -> Option<(tokio::net::TcpStream, String)> {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let read = tokio::time::timeout(CALLBACK_READ_TIME, async {
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 || head.len() + n > MAX_CALLBACK_BYTES {
+                return Err(std::io::ErrorKind::InvalidData.into());
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+    if !matches!(read, Ok(Ok(()))) {
+        return None;
+    }
+    let line = String::from_utf8_lossy(&head);
+    let target = line
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("GET "))
+        .and_then(|l| l.split(' ').next())?
+        .to_owned();
+    target.starts_with('/').then_some((stream, target))
 }
 
 fn page(text: &str) -> String {
@@ -205,44 +239,58 @@ fn page(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A browser's GET of `target`, answered within 10 s (or the test fails).
     async fn get(port: u16, target: &str) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        let exchange = async {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap();
+            stream
+                .write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        };
+        tokio::time::timeout(Duration::from_secs(10), exchange)
             .await
-            .unwrap();
-        stream
-            .write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await.unwrap();
-        answer
+            .expect("the loopback answers")
     }
 
     #[tokio::test]
-    async fn the_loopback_authorizer_waits_past_stray_requests_for_the_redirect() {
+    async fn the_loopback_authorizer_takes_only_the_redirect_of_its_own_request() {
         let shown = Arc::new(std::sync::Mutex::new(Vec::new()));
         let record = shown.clone();
         let show: ShowUrl = Arc::new(move |server: &str, url: &str| {
             record.lock().unwrap().push(format!("{server} {url}"));
         });
         let authorizer = Arc::new(LoopbackAuthorizer::bind(show).await.unwrap());
-        let redirect = authorizer.redirect_uri();
-        let port: u16 = redirect
+        let port: u16 = authorizer
+            .redirect_uri()
             .trim_start_matches("http://127.0.0.1:")
             .trim_end_matches("/callback")
             .parse()
             .unwrap();
+        let asked = "https://as/authorize?x=1&state=xyz";
         let waiting = {
             let authorizer = authorizer.clone();
-            tokio::spawn(async move { authorizer.authorize("srv", "https://as/authorize?x").await })
+            tokio::spawn(async move { authorizer.authorize("srv", asked).await })
         };
-        assert!(get(port, "/favicon.ico").await.starts_with("HTTP/1.1 404"));
-        assert!(
-            get(port, "/callback?code=c")
-                .await
-                .starts_with("HTTP/1.1 404")
-        );
+        // A connection that never sends its request holds nothing up.
+        let _idle = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let not_found = |answer: String| answer.starts_with("HTTP/1.1 404");
+        assert!(not_found(get(port, "/favicon.ico").await));
+        assert!(not_found(get(port, "/callback?code=c").await));
+        // A forged redirect (another state), even one saying the sign-in was refused, is not
+        // the person's answer.
+        assert!(not_found(
+            get(port, "/callback?code=forged&state=other").await
+        ));
+        assert!(not_found(get(port, "/callback?error=x&state=other").await));
         let page = get(port, "/callback?code=abc&state=xyz").await;
         assert!(
             page.starts_with("HTTP/1.1 200") && page.contains("close this tab"),
@@ -253,14 +301,19 @@ mod tests {
             callback,
             format!("http://127.0.0.1:{port}/callback?code=abc&state=xyz")
         );
-        assert_eq!(*shown.lock().unwrap(), ["srv https://as/authorize?x"]);
+        assert_eq!(*shown.lock().unwrap(), [format!("srv {asked}")]);
 
         let refused = {
             let authorizer = authorizer.clone();
-            tokio::spawn(async move { authorizer.authorize("srv", "https://as/a").await })
+            tokio::spawn(async move { authorizer.authorize("srv", "https://as/a?state=s").await })
         };
         get(port, "/callback?error=access_denied&state=s").await;
         let why = refused.await.unwrap().unwrap_err();
         assert!(why.contains("access_denied"), "{why}");
+        let no_state = authorizer
+            .authorize("srv", "https://as/a")
+            .await
+            .unwrap_err();
+        assert!(no_state.contains("no `state`"), "{no_state}");
     }
 }

@@ -8,11 +8,17 @@
 //! again once. One authorization runs at a time per server; requests that were refused
 //! meanwhile use the token it got.
 //!
-//! Everything an authorization server sends is bounded by rmcp's OAuth client (30 s per
+//! Everything an authorization server sends is bounded: rmcp's OAuth client (30 s per
 //! request, bodies capped, redirects to other origins refused, discovered hosts checked
-//! against the server's address class); the token endpoint of a `private_key_jwt` client is
-//! read here under the same limits. Tokens live in memory for the server's lifetime, or in
-//! the embedder's token directory (`store.rs`), and appear in no error.
+//! against the server's address class) for discovery, registration and the code exchange; the
+//! requests made here (a `private_key_jwt` or enterprise token exchange, legacy metadata) take
+//! 30 s and 64 KiB at most and go only to endpoints [`endpoint_allowed`] accepts. The person is
+//! asked at most [`MAX_STEP_UPS`] times for more scope per server; a request waiting for a
+//! person's approval has the approval's time on top of its timeout, other requests do not
+//! (`McpServer::bounded`). Tokens live in memory for the server's lifetime, or in the
+//! embedder's token directory (`store.rs`), where a kept refresh token is only used once
+//! discovery from the server's own challenge names the issuer that granted it. They appear in
+//! no error.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,8 +29,8 @@ use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
     AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
-    AuthorizationRequest, AuthorizationSession, ClientCredentialsConfig, CredentialStore,
-    OAuthTokenResponse, StoredCredentials,
+    ClientCredentialsConfig, CredentialStore, OAuthClientConfig, OAuthTokenResponse,
+    StoredCredentials,
 };
 use rmcp::transport::streamable_http_client::{
     InsufficientScopeError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -64,7 +70,18 @@ pub(crate) struct Session {
     /// Why the last authorization failed or was refused, for the error of the request it
     /// broke (rmcp's worker closes the connection on such a failure).
     failure: std::sync::Mutex<Option<String>>,
+    /// How many times the server asked for more scope ([`MAX_STEP_UPS`]).
+    step_ups: std::sync::atomic::AtomicU32,
+    /// While a person is asked to approve: when the approval time ends.
+    approving: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
+
+/// The most of an authorization failure's text an error shows.
+const MAX_FAILURE_CHARS: usize = 600;
+
+/// The most scope step-ups one server may ask of the person in a process: a server that keeps
+/// asking would otherwise prompt on every call.
+pub(crate) const MAX_STEP_UPS: u32 = 3;
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -88,12 +105,10 @@ impl Session {
     ) -> Result<Session, AuthError> {
         let store = Store::new(token_dir, server, url);
         let mut manager = AuthorizationManager::new(url).await?;
+        // Kept credentials are used as they are until the server refuses them; only then,
+        // once discovery from its challenge has named the authorization server, is a kept
+        // refresh token sent, and only to the server that granted it (`authorize`).
         manager.set_credential_store(store.clone());
-        if token_dir.is_some() {
-            // Kept credentials configure the client again (discovery runs once); any failure
-            // here only means a sign-in when the server asks.
-            let _ = manager.initialize_from_store().await;
-        }
         Ok(Session {
             server: server.to_owned(),
             url: url.to_owned(),
@@ -104,15 +119,9 @@ impl Session {
             gate: tokio::sync::Mutex::new(()),
             sent: std::sync::Mutex::new(Vec::new()),
             failure: std::sync::Mutex::new(None),
+            step_ups: std::sync::atomic::AtomicU32::new(0),
+            approving: std::sync::Mutex::new(None),
         })
-    }
-
-    /// How much longer than its timeout a request may take because a person approves it.
-    pub(crate) fn approval_time(&self) -> Duration {
-        match (&self.config, &self.authorizer) {
-            (OAuthConfig::AuthorizationCode { .. }, Some(a)) => a.approval_time(),
-            _ => Duration::ZERO,
-        }
     }
 
     /// The token to send, if there is one (an expiring one is refreshed first).
@@ -137,9 +146,25 @@ impl Session {
             .take()
     }
 
+    /// Records why an authorization failed, as errors may show it: without tokens or the
+    /// client's secrets (an authorization server's answer may repeat them), control
+    /// characters or more than [`MAX_FAILURE_CHARS`] characters of what it said.
     fn fail(&self, why: String) {
-        let why = self.redact(&why);
-        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        let mut why = self.redact(&why);
+        for secret in self.config.secret_values() {
+            if secret.len() >= 4 {
+                why = why.replace(secret.as_str(), "…");
+            }
+        }
+        let mut shown: String = why
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(MAX_FAILURE_CHARS)
+            .collect();
+        if why.chars().count() > MAX_FAILURE_CHARS {
+            shown.push('…');
+        }
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(shown);
     }
 
     /// `text` with every token sent to the server replaced by `…` (a careless server may
@@ -190,39 +215,78 @@ impl Session {
                          (no authorizer)",
                     )
                 })?;
-                let mut request = AuthorizationRequest::new(authorizer.redirect_uri())
-                    .with_client_name(CLIENT_NAME)
-                    .with_challenge(challenge)
-                    .with_initial_scope_selection()
-                    .with_scopes(scopes.iter().cloned());
-                if let Some(id) = client_id {
-                    request = request.with_preregistered_client(id);
-                }
-                if let Some(secret) = client_secret {
-                    request = request.with_client_secret(secret.read().map_err(failed)?);
-                }
-                if let Some(url) = client_metadata_url {
-                    request = request.with_client_metadata_url(url);
-                }
-                let mut placeholder = AuthorizationManager::new(self.url.as_str()).await?;
-                placeholder.set_credential_store(self.store.clone());
-                let taken = std::mem::replace(&mut *manager, placeholder);
-                let session = match AuthorizationSession::new(taken, request).await {
-                    Ok(session) => session,
-                    Err((taken, e)) => {
-                        *manager = taken;
-                        return Err(e);
+                let secret = match client_secret {
+                    Some(secret) => Some(secret.read().map_err(failed)?),
+                    None => None,
+                };
+                let redirect = authorizer.redirect_uri();
+                self.store.bind_issuer(metadata.issuer.clone());
+                // Kept credentials of this authorization server: a refresh, not a sign-in.
+                if let Some(kept) = self.store.load_bound().await
+                    && kept.token_response.is_some()
+                {
+                    let mut config = OAuthClientConfig::new(kept.client_id.clone(), &redirect)
+                        .with_scopes(kept.granted_scopes.clone());
+                    if client_id.as_deref() == Some(kept.client_id.as_str())
+                        && let Some(secret) = &secret
+                    {
+                        config = config.with_client_secret(secret.clone());
                     }
+                    if manager.configure_client(config).is_ok()
+                        && manager.refresh_token().await.is_ok()
+                    {
+                        return Ok(());
+                    }
+                }
+                let mut wanted: Vec<String> = if scopes.is_empty() {
+                    manager.select_initial_scopes(&[]).await
+                } else {
+                    scopes.clone()
                 };
-                let outcome = self
-                    .approve(&*authorizer, session.get_authorization_url())
-                    .await;
-                let outcome = match outcome {
-                    Ok(callback) => session.handle_callback_url(&callback).await.map(|_| ()),
-                    Err(e) => Err(e),
+                let offered = metadata.scopes_supported.as_deref().unwrap_or_default();
+                if !wanted.is_empty()
+                    && !wanted.iter().any(|s| s == "offline_access")
+                    && offered.iter().any(|s| s == "offline_access")
+                {
+                    wanted.push("offline_access".to_owned());
+                }
+                let refs: Vec<&str> = wanted.iter().map(String::as_str).collect();
+                // The client: pre-registered, else named by its metadata document where the
+                // authorization server takes one, else registered now (the spec's order).
+                let by_url = metadata
+                    .additional_fields
+                    .get("client_id_metadata_document_supported")
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(false);
+                let config = match (client_id, client_metadata_url) {
+                    (Some(id), _) => {
+                        let config = OAuthClientConfig::new(id.clone(), &redirect)
+                            .with_scopes(wanted.clone());
+                        match secret {
+                            Some(secret) => config.with_client_secret(secret),
+                            None => config,
+                        }
+                    }
+                    (None, Some(url)) if by_url => OAuthClientConfig::new(url.clone(), &redirect)
+                        .with_scopes(wanted.clone())
+                        .with_application_type("native"),
+                    _ => manager
+                        .register_client(CLIENT_NAME, &redirect, &refs)
+                        .await
+                        .map_err(|e| failed(format!("the client could not register: {e}")))?,
                 };
-                *manager = session.auth_manager;
-                outcome
+                manager.configure_client(config)?;
+                let url = manager.get_authorization_url(&refs).await?;
+                let callback = self.approve(&*authorizer, &url).await?;
+                let callback = AuthorizationCallback::from_redirect_url(&callback)?;
+                manager
+                    .exchange_code_for_token_with_issuer(
+                        &callback.code,
+                        &callback.csrf_token,
+                        callback.issuer.as_deref(),
+                    )
+                    .await?;
+                Ok(())
             }
             OAuthConfig::ClientCredentials {
                 client_id,
@@ -242,6 +306,14 @@ impl Session {
                     Ok(())
                 }
                 ClientCredential::PrivateKey { key, algorithm } => {
+                    if !endpoint_allowed(&self.url, &metadata.token_endpoint) {
+                        return Err(failed(format!(
+                            "the authorization server's token endpoint {} is not one this \
+                             client sends its credentials to (not https, or on a private \
+                             network the MCP server is not on)",
+                            crate::http::shown_url(&metadata.token_endpoint)
+                        )));
+                    }
                     let audience = metadata
                         .issuer
                         .clone()
@@ -294,6 +366,14 @@ impl Session {
                     .issuer
                     .clone()
                     .ok_or_else(|| failed("the authorization server's metadata names no issuer"))?;
+                if !endpoint_allowed(&self.url, &metadata.token_endpoint) {
+                    return Err(failed(format!(
+                        "the authorization server's token endpoint {} is not one this client \
+                         sends its assertion to (not https, or on a private network the MCP \
+                         server is not on)",
+                        crate::http::shown_url(&metadata.token_endpoint)
+                    )));
+                }
                 let resource_as = EmaAuthorizationServer::new(
                     issuer,
                     metadata.token_endpoint.as_str(),
@@ -332,9 +412,27 @@ impl Session {
         }
     }
 
-    /// Asks for more scope after `refused`.
-    async fn step_up(&self, refused: &InsufficientScopeError) -> Result<(), AuthError> {
+    /// Asks for more scope after `sent` was refused for want of it.
+    async fn step_up(
+        &self,
+        refused: &InsufficientScopeError,
+        sent: Option<&str>,
+    ) -> Result<(), AuthError> {
         let _one = self.gate.lock().await;
+        let current = self.token().await;
+        if current.is_some() && current.as_deref() != sent {
+            // Another request stepped up while this one waited.
+            return Ok(());
+        }
+        let asked = self
+            .step_ups
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if asked >= MAX_STEP_UPS {
+            return Err(failed(format!(
+                "the server asked for more scope {MAX_STEP_UPS} times already; no more sign-ins \
+                 are started for it in this process"
+            )));
+        }
         let Some(required) = refused.get_required_scope() else {
             return Err(failed(
                 "the server refused the token for want of a scope it does not name",
@@ -364,9 +462,24 @@ impl Session {
         Ok(())
     }
 
+    /// When the approval running now ends, if one runs: requests wait for it
+    /// (`McpServer::bounded`).
+    pub(crate) fn approval_ends(&self) -> Option<tokio::time::Instant> {
+        *self.approving.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The authorizer's answer to `url`, within its approval time.
     async fn approve(&self, authorizer: &dyn Authorizer, url: &str) -> Result<String, AuthError> {
+        struct Approving<'a>(&'a std::sync::Mutex<Option<tokio::time::Instant>>);
+        impl Drop for Approving<'_> {
+            fn drop(&mut self) {
+                *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
+        }
         let time = authorizer.approval_time();
+        *self.approving.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(tokio::time::Instant::now() + time);
+        let _approving = Approving(&self.approving);
         match tokio::time::timeout(time, authorizer.authorize(&self.server, url)).await {
             Ok(Ok(callback)) => Ok(callback),
             Ok(Err(why)) => Err(failed(format!("the sign-in was not approved: {why}"))),
@@ -431,6 +544,48 @@ fn legacy_issuer_acceptable(server: &url::Url, expected: &str, received: &str) -
         .is_ok_and(|u| u.origin() == origin && matches!(u.path(), "" | "/"));
     let received_here = url::Url::parse(received).is_ok_and(|u| u.origin() == origin);
     expected_is_origin && received_here
+}
+
+/// Whether `endpoint`, named by metadata the server's side sent, may be called from here:
+/// an https:// URL (http:// only on loopback), and a host on this machine or its private
+/// network (loopback, private, link-local or unspecified addresses, `localhost`) only when
+/// the MCP server is there too, so a hostile server cannot aim the client at internal
+/// services. (rmcp checks its own requests' resolved addresses; these are the requests made
+/// here, whose names are checked as written.)
+pub(crate) fn endpoint_allowed(server: &str, endpoint: &str) -> bool {
+    fn local(host: Option<url::Host<&str>>) -> Option<bool> {
+        Some(match host? {
+            url::Host::Domain(name) => {
+                name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost")
+            }
+            url::Host::Ipv4(ip) => {
+                ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified()
+            }
+            url::Host::Ipv6(ip) => {
+                let first = ip.segments()[0];
+                ip.is_loopback()
+                    || ip.is_unspecified()
+                    || (first & 0xfe00) == 0xfc00
+                    || (first & 0xffc0) == 0xfe80
+            }
+        })
+    }
+    let (Ok(server), Ok(endpoint)) = (url::Url::parse(server), url::Url::parse(endpoint)) else {
+        return false;
+    };
+    let loopback = match endpoint.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    let scheme_ok = endpoint.scheme() == "https" || (endpoint.scheme() == "http" && loopback);
+    match (local(server.host()), local(endpoint.host())) {
+        (Some(server_local), Some(endpoint_local)) => {
+            scheme_ok && (server_local || !endpoint_local)
+        }
+        _ => false,
+    }
 }
 
 /// The body of a GET to `url`, within the token request's limits.
@@ -500,7 +655,9 @@ impl OAuthHttp {
                     .authorize(&refused.www_authenticate_header, token.as_deref())
                     .await
             }
-            Err(StreamableHttpError::InsufficientScope(refused)) => session.step_up(&refused).await,
+            Err(StreamableHttpError::InsufficientScope(refused)) => {
+                session.step_up(&refused, token.as_deref()).await
+            }
             other => return other,
         };
         if let Err(e) = authorized {
@@ -577,15 +734,11 @@ impl StreamableHttpClient for OAuthHttp {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> HttpResult<()> {
-        self.with_auth(|token| {
-            self.inner.delete_session(
-                uri.clone(),
-                session_id.clone(),
-                token,
-                custom_headers.clone(),
-            )
-        })
-        .await
+        // Ending a session never starts a sign-in: a refusal just ends it.
+        let token = self.session.token().await;
+        self.inner
+            .delete_session(uri, session_id, token, custom_headers)
+            .await
     }
 
     async fn get_stream(
@@ -651,6 +804,30 @@ mod tests {
             "http://localhost:4000/oauth"
         ));
         assert!(!ok("https://as.example.com/", "https://as.example.com/x"));
+    }
+
+    #[test]
+    fn endpoints_named_by_a_server_may_not_reach_a_private_network_it_is_not_on() {
+        let public = "https://mcp.example.com/mcp";
+        assert!(endpoint_allowed(public, "https://as.example.com/token"));
+        for internal in [
+            "https://169.254.169.254/latest",
+            "https://10.0.0.9/token",
+            "https://localhost/token",
+            "https://[::1]/token",
+            "https://[fd00::1]/token",
+            "http://as.example.com/token",
+            "not a url",
+        ] {
+            assert!(!endpoint_allowed(public, internal), "{internal}");
+        }
+        let local = "http://localhost:4000/mcp";
+        assert!(endpoint_allowed(local, "http://localhost:4000/token"));
+        assert!(endpoint_allowed(local, "https://10.0.0.9/token"));
+        assert!(
+            !endpoint_allowed(local, "http://10.0.0.9/token"),
+            "cleartext past loopback"
+        );
     }
 
     #[test]

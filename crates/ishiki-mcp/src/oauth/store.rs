@@ -1,13 +1,17 @@
 //! Where a server's OAuth credentials live: in memory, or in a file of the embedder's token
 //! directory (`McpServerConfig::token_dir`), so a restarted client needs no new sign-in.
 //!
-//! A file is `<dir>/<server>.json`, readable by its owner only (0600, in a 0700 directory),
-//! written whole to a temporary file and renamed into place, at most 64 KiB when read back. It
-//! names the server URL it was granted for: credentials of another URL (the profile now points
-//! the name elsewhere) are never loaded, so a token is only ever sent where it was granted. A
-//! damaged file is treated as absent; the next sign-in writes it anew.
+//! A file is `<dir>/<server>-<hash>.json` (the hash of the name and URL, so no two servers
+//! share one), readable by its owner only (0600, in a 0700 directory), written whole to a new
+//! temporary file and renamed into place, at most 64 KiB when read back. It names the server
+//! URL it was granted for: credentials of another URL (the profile now points the name
+//! elsewhere) are never loaded, so a token is only ever sent where it was granted. It also
+//! names the authorization server that issued them: a refresh token is only used once
+//! discovery has named that same issuer again ([`Store::load_bound`]). A damaged file is
+//! treated as absent; the next sign-in writes it anew.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rmcp::transport::auth::{
     AuthError, CredentialStore, InMemoryCredentialStore, StoredCredentials,
@@ -21,12 +25,19 @@ const MAX_FILE_BYTES: u64 = 64 * 1024;
 #[derive(Clone)]
 pub(crate) enum Store {
     Memory(InMemoryCredentialStore),
-    File { path: PathBuf, url: String },
+    File {
+        path: PathBuf,
+        url: String,
+        /// The issuer of the authorization server discovery named last.
+        issuer: Arc<Mutex<Option<String>>>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
 struct FileBody {
     url: String,
+    #[serde(default)]
+    issuer: Option<String>,
     credentials: StoredCredentials,
 }
 
@@ -39,11 +50,57 @@ impl Store {
     pub(crate) fn new(dir: Option<&Path>, name: &str, url: &str) -> Store {
         match dir {
             None => Store::Memory(InMemoryCredentialStore::new()),
-            Some(dir) => Store::File {
-                path: dir.join(format!("{}.json", file_stem(name))),
-                url: url.to_owned(),
-            },
+            Some(dir) => {
+                use std::fmt::Write;
+                let digest = ring::digest::digest(
+                    &ring::digest::SHA256,
+                    format!("{name}\n{url}").as_bytes(),
+                );
+                let mut hash = String::new();
+                for byte in &digest.as_ref()[..6] {
+                    let _ = write!(hash, "{byte:02x}");
+                }
+                Store::File {
+                    path: dir.join(format!("{}-{hash}.json", file_stem(name))),
+                    url: url.to_owned(),
+                    issuer: Arc::default(),
+                }
+            }
         }
+    }
+
+    /// Records the issuer discovery just named: credentials saved from now on are its.
+    pub(crate) fn bind_issuer(&self, issuer: Option<String>) {
+        if let Store::File { issuer: slot, .. } = self {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = issuer;
+        }
+    }
+
+    /// The kept credentials, only if they were issued by the issuer last bound (none bound,
+    /// or kept without one: none).
+    pub(crate) async fn load_bound(&self) -> Option<StoredCredentials> {
+        match self {
+            Store::Memory(store) => store.load().await.ok().flatten(),
+            Store::File { issuer, .. } => {
+                let bound = issuer.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+                let body = self.read()?;
+                (body.issuer.as_deref() == Some(bound.as_str())).then_some(body.credentials)
+            }
+        }
+    }
+
+    /// The file's body, if it is this URL's.
+    fn read(&self) -> Option<FileBody> {
+        let Store::File { path, url, .. } = self else {
+            return None;
+        };
+        use std::io::Read;
+        let file = std::fs::File::open(path).ok()?;
+        let mut text = String::new();
+        file.take(MAX_FILE_BYTES).read_to_string(&mut text).ok()?;
+        serde_json::from_str::<FileBody>(&text)
+            .ok()
+            .filter(|body| &body.url == url)
     }
 }
 
@@ -65,29 +122,17 @@ impl CredentialStore for Store {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
         match self {
             Store::Memory(store) => store.load().await,
-            Store::File { path, url } => {
-                let Ok(file) = std::fs::File::open(path) else {
-                    return Ok(None);
-                };
-                let mut text = String::new();
-                use std::io::Read;
-                if file.take(MAX_FILE_BYTES).read_to_string(&mut text).is_err() {
-                    return Ok(None);
-                }
-                Ok(serde_json::from_str::<FileBody>(&text)
-                    .ok()
-                    .filter(|body| &body.url == url)
-                    .map(|body| body.credentials))
-            }
+            Store::File { .. } => Ok(self.read().map(|body| body.credentials)),
         }
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         match self {
             Store::Memory(store) => store.save(credentials).await,
-            Store::File { path, url } => {
+            Store::File { path, url, issuer } => {
                 let body = FileBody {
                     url: url.clone(),
+                    issuer: issuer.lock().unwrap_or_else(|e| e.into_inner()).clone(),
                     credentials,
                 };
                 let text = serde_json::to_vec(&body)
@@ -123,9 +168,17 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AuthError> {
     #[cfg(unix)]
     builder.mode(0o700);
     builder.create(dir).map_err(|e| io("create", dir, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| io("protect", dir, e))?;
+    }
     let temporary = path.with_extension("json.tmp");
+    // A leftover of a write that was cut; never written through (no symlink followed).
+    let _ = std::fs::remove_file(&temporary);
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     options.mode(0o600);
     let mut file = options
@@ -160,8 +213,17 @@ mod tests {
         let tokens = dir.path().join("tokens");
         let store = Store::new(Some(&tokens), "linear/../x", "https://a.example/mcp");
         store.save(credentials("tok-1")).await.unwrap();
-        let file = tokens.join("linear____x.json");
-        assert!(file.is_file(), "one file per server, its name made safe");
+        let files: Vec<_> = std::fs::read_dir(&tokens)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "one file per server");
+        let file = files[0].clone();
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("linear____x-") && name.ends_with(".json"),
+            "{name}"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -174,6 +236,15 @@ mod tests {
         // The same name pointed at another server loads nothing.
         let moved = Store::new(Some(&tokens), "linear/../x", "https://evil.example/mcp");
         assert!(moved.load().await.unwrap().is_none());
+        // A refresh token is offered only to the issuer that granted it.
+        assert!(store.load_bound().await.is_none(), "no issuer named yet");
+        store.bind_issuer(Some("https://as.example".into()));
+        store.save(credentials("tok-1")).await.unwrap();
+        let reopened = Store::new(Some(&tokens), "linear/../x", "https://a.example/mcp");
+        reopened.bind_issuer(Some("https://other-as.example".into()));
+        assert!(reopened.load_bound().await.is_none());
+        reopened.bind_issuer(Some("https://as.example".into()));
+        assert!(reopened.load_bound().await.is_some());
         // A damaged file is no credentials, not an error.
         std::fs::write(&file, "{not json").unwrap();
         assert!(store.load().await.unwrap().is_none());

@@ -5,14 +5,13 @@
 use std::sync::Arc;
 #[cfg(feature = "http")]
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 #[cfg(feature = "http")]
 use rmcp::service::ServiceExt;
 
 #[cfg(feature = "http")]
 use super::millis;
-use super::{Connection, McpServer};
+use super::{Connection, McpServer, TimedOut};
 #[cfg(feature = "http")]
 use crate::client::Client;
 use crate::error::{McpError, McpErrorKind};
@@ -62,12 +61,12 @@ impl McpServer {
             server: self.config.name.clone(),
             elicitor: self.elicitor.clone(),
         };
-        let limit = self.request_timeout().await;
+        let limit = self.config.timeout;
         let started = match self.oauth_session(url).await.map_err(cannot)? {
             None => {
                 let transport =
                     StreamableHttpClientTransport::with_client(client, transport_config);
-                tokio::time::timeout(limit, handler.serve(transport)).await
+                self.bounded(handler.serve(transport)).await
             }
             #[cfg(feature = "oauth")]
             Some(session) => {
@@ -77,7 +76,7 @@ impl McpServer {
                 };
                 let transport =
                     StreamableHttpClientTransport::with_client(client, transport_config);
-                tokio::time::timeout(limit, handler.serve(transport)).await
+                self.bounded(handler.serve(transport)).await
             }
         };
         let cause = match started {
@@ -160,20 +159,32 @@ impl McpServer {
         }
     }
 
-    /// The limit for one request: the server's timeout, and the time a person may take to
-    /// approve an OAuth sign-in when one may be needed.
-    pub(super) async fn request_timeout(&self) -> Duration {
+    /// `work` under the server's timeout, whose deadline waits out a sign-in the person is
+    /// approving meanwhile (the timeout runs again from the approval's end): only a request
+    /// that waits for a person gets the person's time.
+    pub(super) async fn bounded<F: Future>(&self, work: F) -> Result<F::Output, TimedOut> {
+        let mut work = std::pin::pin!(work);
+        let mut deadline = tokio::time::Instant::now() + self.config.timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, work.as_mut()).await {
+                Ok(done) => return Ok(done),
+                Err(_) => match self.approval_ends().await {
+                    Some(end) if end + self.config.timeout > deadline => {
+                        deadline = end + self.config.timeout;
+                    }
+                    _ => return Err(TimedOut),
+                },
+            }
+        }
+    }
+
+    /// When the sign-in being approved now ends, if one is.
+    async fn approval_ends(&self) -> Option<tokio::time::Instant> {
         #[cfg(feature = "oauth")]
         if let Some(session) = self.oauth.lock().await.as_ref() {
-            return self.config.timeout + session.approval_time();
+            return session.approval_ends();
         }
-        #[cfg(feature = "oauth")]
-        if let (Some(crate::OAuthConfig::AuthorizationCode { .. }), Some(authorizer)) =
-            (&self.config.oauth, &self.authorizer)
-        {
-            return self.config.timeout + authorizer.approval_time();
-        }
-        self.config.timeout
+        None
     }
 
     /// Why the server last refused the client's OAuth authorization, taken (so it explains

@@ -104,7 +104,7 @@ async fn a_server_that_keeps_refusing_scope_fails_clearly_naming_the_scope_it_wa
     };
     let message = error.message().to_owned();
     assert!(message.contains("remote"), "{message}");
-    // One upgrade per refused request (at most three per server, rmcp's bound), then the
+    // One upgrade per refused request (at most three per server and process), then the
     // request fails saying why.
     assert!(
         message.contains(
