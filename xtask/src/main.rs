@@ -152,6 +152,9 @@ impl std::fmt::Display for Stages {
 /// The MCP reference server's pinned version (the MCP tests and `examples/mcp-everything.yaml`
 /// run it).
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+/// The official TypeScript SDK v2 the `2026-07-28` tests' server runs on (keep in step with
+/// `crates/ishiki-mcp/tests/suite/mod.rs`, which installs it the same way on demand).
+const SDK_V2: &str = "@modelcontextprotocol/server@2.4.0";
 
 /// Installs the pinned peers into `.tools/` unless the same versions are already there.
 fn tools() -> Result<(), String> {
@@ -205,14 +208,17 @@ fn python_tools() -> Result<(), String> {
 /// Installs the pinned npm peers into `.tools/` unless the same version is already there.
 fn npm_tools() -> Result<(), String> {
     let dir = workspace_root().join(".tools");
-    let manifest = dir.join("node_modules/@modelcontextprotocol/server-everything/package.json");
-    let version = EVERYTHING.rsplit('@').next().unwrap_or_default();
-    let installed = std::fs::read_to_string(&manifest)
-        .is_ok_and(|text| text.contains(&format!("\"version\": \"{version}\"")));
-    if installed {
+    let installed = |package: &str, spec: &str| {
+        let version = spec.rsplit('@').next().unwrap_or_default();
+        std::fs::read_to_string(dir.join("node_modules").join(package).join("package.json"))
+            .is_ok_and(|text| text.contains(&format!("\"version\": \"{version}\"")))
+    };
+    if installed("@modelcontextprotocol/server-everything", EVERYTHING)
+        && installed("@modelcontextprotocol/server", SDK_V2)
+    {
         return Ok(());
     }
-    eprintln!("$ npm install --prefix .tools {EVERYTHING}");
+    eprintln!("$ npm install --prefix .tools {EVERYTHING} {SDK_V2}");
     let status = Command::new("npm")
         .args([
             "install",
@@ -222,13 +228,15 @@ fn npm_tools() -> Result<(), String> {
             "--prefix",
         ])
         .arg(&dir)
-        .arg(EVERYTHING)
+        .args([EVERYTHING, SDK_V2])
         .status()
         .map_err(|e| format!("cannot run npm (Node.js is needed for the MCP tests): {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("npm install {EVERYTHING} failed ({status})"))
+        Err(format!(
+            "npm install {EVERYTHING} {SDK_V2} failed ({status})"
+        ))
     }
 }
 

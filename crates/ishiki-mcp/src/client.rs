@@ -1,5 +1,6 @@
-//! The client side of one connection: how Ishiki names itself (`ishiki`, protocol
-//! `2025-11-25`), following `notifications/tools/list_changed`, and passing elicitation to
+//! The client side of one connection: how Ishiki names itself (`ishiki`), which revision it
+//! speaks (`lifecycle`), following tool list changes (`notifications/tools/list_changed`, or
+//! the `subscriptions/listen` stream of a `2026-07-28` session), and passing elicitation to
 //! the embedder's [`Elicitor`].
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use rmcp::model::{
 use rmcp::service::{MaybeSendFuture, NotificationContext, RequestContext, RoleClient};
 use serde_json::Value;
 
+use crate::config::McpProtocol;
 use crate::elicit::{ElicitAnswer, ElicitRequest, Elicitor, apply_defaults};
 
 /// Whether the server said its tool list changed since the list was last read.
@@ -124,4 +126,51 @@ impl ClientHandler for Client {
         self.changes.mark();
         std::future::ready(())
     }
+}
+
+/// How a session starts: `attempt` 0 is the first try, 1 the one after the server refused
+/// the `initialize` handshake (only [`McpProtocol::Auto`] has one).
+pub(crate) fn lifecycle(protocol: McpProtocol, attempt: u8) -> Option<rmcp::ClientLifecycleMode> {
+    let discover = || rmcp::ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    match (protocol, attempt) {
+        (McpProtocol::Auto | McpProtocol::V2025_11_25, 0) => {
+            Some(rmcp::ClientLifecycleMode::Initialize)
+        }
+        (McpProtocol::V2026_07_28, 0) | (McpProtocol::Auto, 1) => Some(discover()),
+        _ => None,
+    }
+}
+
+/// Whether a failed start is the server refusing the `initialize` handshake (an error
+/// answer), after which [`McpProtocol::Auto`] tries `server/discover`.
+pub(crate) fn refused_initialize(error: &rmcp::service::ClientInitializeError) -> bool {
+    matches!(
+        error,
+        rmcp::service::ClientInitializeError::JsonRpcError(_)
+            | rmcp::service::ClientInitializeError::ExpectedInitResult(_)
+    )
+}
+
+/// Opens the `subscriptions/listen` stream of a `2026-07-28` session, on which such a server
+/// announces tool list changes (it sends them nowhere else), and marks `changes` for each.
+/// The task ends with the session.
+pub(crate) fn follow_list_changes(peer: rmcp::Peer<RoleClient>, changes: Arc<ListChanges>) {
+    tokio::spawn(async move {
+        let filter = rmcp::model::SubscriptionFilter::builder()
+            .tools_list_changed()
+            .build();
+        let Ok(mut subscription) = peer.listen(filter).await else {
+            return;
+        };
+        while let Ok(Some(notification)) = subscription.next().await {
+            if matches!(
+                notification,
+                rmcp::model::ServerNotification::ToolListChangedNotification(_)
+            ) {
+                changes.mark();
+            }
+        }
+    });
 }

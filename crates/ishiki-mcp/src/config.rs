@@ -13,6 +13,33 @@ use ishiki_core::{Profile, profile::McpServerDecl};
 /// (`ishiki_core::profile::McpServerDecl::DEFAULT_TIMEOUT_MS`; a test holds them equal).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Which revision of MCP a session speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum McpProtocol {
+    /// `initialize` with `2025-11-25`, and `server/discover` with `2026-07-28` when the server
+    /// refuses the handshake: every server that speaks the older revision (nearly all, and
+    /// the dual-era SDKs) is spoken to in it, and one that speaks only the stateless revision
+    /// is still reached.
+    #[default]
+    Auto,
+    /// `2025-11-25` only (the `initialize` handshake).
+    V2025_11_25,
+    /// `2026-07-28` only: stateless, `server/discover`, list changes on a
+    /// `subscriptions/listen` stream the client opens.
+    V2026_07_28,
+}
+
+impl McpProtocol {
+    /// The revision a profile's `protocol` names; `None` for one Ishiki does not speak.
+    pub fn from_name(name: &str) -> Option<McpProtocol> {
+        match name {
+            "2025-11-25" => Some(McpProtocol::V2025_11_25),
+            "2026-07-28" => Some(McpProtocol::V2026_07_28),
+            _ => None,
+        }
+    }
+}
+
 /// How to reach one MCP server (a child process over stdio, or a remote server over Streamable
 /// HTTP when [`McpServerConfig::url`] is set), and how its tools join the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +64,8 @@ pub struct McpServerConfig {
     /// Where OAuth credentials are kept across restarts (`<dir>/<name>.json`, readable by
     /// the owner only, bound to the server's URL); none: in memory, for the process.
     pub token_dir: Option<PathBuf>,
+    /// Which revision of MCP to speak (default: [`McpProtocol::Auto`]).
+    pub protocol: McpProtocol,
     /// Its arguments.
     pub args: Vec<String>,
     /// Variables added to the inherited environment.
@@ -61,6 +90,7 @@ impl McpServerConfig {
             token_env: None,
             oauth: None,
             token_dir: None,
+            protocol: McpProtocol::Auto,
             args: Vec::new(),
             env: BTreeMap::new(),
             cwd: None,
@@ -94,6 +124,12 @@ impl McpServerConfig {
     /// Keeps OAuth credentials in `dir` (see [`McpServerConfig::token_dir`]).
     pub fn token_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.token_dir = Some(dir.into());
+        self
+    }
+
+    /// Speaks `protocol`.
+    pub fn protocol(mut self, protocol: McpProtocol) -> Self {
+        self.protocol = protocol;
         self
     }
 
@@ -143,6 +179,11 @@ impl McpServerConfig {
             token_env: decl.auth.as_ref().and_then(|a| a.token_env.clone()),
             oauth: decl.auth.as_ref().and_then(oauth_from_decl),
             token_dir: None,
+            protocol: decl
+                .protocol
+                .as_deref()
+                .and_then(McpProtocol::from_name)
+                .unwrap_or_default(),
             args: decl.args.clone(),
             env: decl.env.clone(),
             cwd: decl.cwd.as_ref().map(PathBuf::from),

@@ -6,7 +6,9 @@
 //! Streamable HTTP (rmcp's client worker with Ishiki's limits: every reply and SSE event at
 //! most 16 MiB, no redirects, headers and a bearer token from the environment, redacted from
 //! every error; an unreachable server is tried again after a backoff). The client names itself
-//! `ishiki` and asks for protocol `2025-11-25`. Its tools become [`ishiki_tool::Tool`]s named
+//! `ishiki` and speaks both revisions of MCP in use ([`McpProtocol`]): `2025-11-25` with the
+//! `initialize` handshake, and the stateless `2026-07-28` (`server/discover`, list changes on a
+//! `subscriptions/listen` stream) with a server that refuses it or is pinned to it. Its tools become [`ishiki_tool::Tool`]s named
 //! `<name>_<tool>`, with origin `mcp:<name>`, deferred to the toolsearch pool unless the server
 //! is `resident`. Register them on a runtime builder with `.tool(t)`.
 //!
@@ -141,7 +143,7 @@ use std::sync::Arc;
 pub use auth::{
     Authorizer, ClientCredential, DEFAULT_APPROVAL_TIME, JwtAlgorithm, OAuthConfig, Secret,
 };
-pub use config::{DEFAULT_TIMEOUT, McpServerConfig};
+pub use config::{DEFAULT_TIMEOUT, McpProtocol, McpServerConfig};
 pub use elicit::{AcceptDefaults, ElicitAnswer, ElicitRequest, Elicitor, apply_defaults};
 pub use error::{McpError, McpErrorKind};
 #[cfg(feature = "oauth")]

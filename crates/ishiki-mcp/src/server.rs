@@ -14,7 +14,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, CustomResult, PaginatedRequestParams,
     ServerResult,
 };
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceError, ServiceExt};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use serde_json::Value;
 
 use crate::auth::Authorizer;
@@ -591,8 +591,34 @@ impl McpServer {
         }
     }
 
+    /// Starts the child and its session in the configured revision of MCP: with
+    /// [`crate::McpProtocol::Auto`], a child that refuses `initialize` is started again for
+    /// `server/discover`.
     async fn spawn(&self) -> Result<Connection, McpError> {
+        let mut attempt = 0;
+        loop {
+            // Attempt 0 always has a mode, and a later one is only made when it has one.
+            let mode = crate::client::lifecycle(self.config.protocol, attempt)
+                .unwrap_or(rmcp::ClientLifecycleMode::Initialize);
+            match self.spawn_once(mode).await {
+                Ok(connection) => return Ok(connection),
+                Err((_, true))
+                    if crate::client::lifecycle(self.config.protocol, attempt + 1).is_some() =>
+                {
+                    attempt += 1;
+                }
+                Err((error, _)) => return Err(error),
+            }
+        }
+    }
+
+    /// One start in `mode`; the error says whether the server refused `initialize`.
+    async fn spawn_once(
+        &self,
+        mode: rmcp::ClientLifecycleMode,
+    ) -> Result<Connection, (McpError, bool)> {
         let name = self.name();
+        let modern = matches!(mode, rmcp::ClientLifecycleMode::Discover { .. });
         let config = &self.config;
         let mut command = tokio::process::Command::new(&config.command);
         // Killed with its handle even if no runtime is left to run rmcp's async cleanup.
@@ -619,11 +645,12 @@ impl McpServer {
                 Ok((StdioTransport::new(child, broken.clone())?, stderr))
             })
             .map_err(|e| {
-                McpError::new(
+                let error = McpError::new(
                     McpErrorKind::Start,
                     name,
                     format!("mcp server `{name}` failed to start: cannot run `{shown}`: {e}"),
-                )
+                );
+                (error, false)
             });
         let (transport, stderr) = transport?;
         self.starts.fetch_add(1, Ordering::Relaxed);
@@ -641,12 +668,23 @@ impl McpServer {
             server: self.config.name.clone(),
             elicitor: self.elicitor.clone(),
         };
-        let started = self.bounded(client.serve(transport)).await;
+        let started = self
+            .bounded(rmcp::ClientServiceExt::serve_with_lifecycle(
+                client, transport, mode,
+            ))
+            .await;
+        let mut refused = false;
         let cause = match started {
             Ok(Ok(service)) => {
                 if self.starts() > 1 {
                     // A restarted server may list other tools than before.
                     self.changes.mark();
+                }
+                if modern {
+                    crate::client::follow_list_changes(
+                        service.peer().clone(),
+                        self.changes.clone(),
+                    );
                 }
                 return Ok(Connection {
                     service,
@@ -655,17 +693,21 @@ impl McpServer {
                     broken,
                 });
             }
-            Ok(Err(e)) => format!("the initialize handshake failed: {e}"),
+            Ok(Err(e)) => {
+                refused = crate::client::refused_initialize(&e);
+                format!("the initialize handshake failed: {e}")
+            }
             Err(_) => format!("no answer to initialize within {}", millis(config.timeout)),
         };
         // The failed transport is gone and the child with it: read its stderr to the end (a
         // bounded wait, on the failure path only) so the error says why it stopped.
         wait_for_stderr(done_rx).await;
         let quoted = lock(&tail).quoted();
-        Err(McpError::new(
+        let error = McpError::new(
             McpErrorKind::Start,
             name,
             format!("mcp server `{name}` failed to start (`{shown}`): {cause}{quoted}"),
-        ))
+        );
+        Err((error, refused))
     }
 }

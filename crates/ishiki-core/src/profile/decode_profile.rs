@@ -45,6 +45,7 @@ const MCP_SERVER_KEYS: &[&str] = &[
     "cwd",
     "resident",
     "timeoutMs",
+    "protocol",
 ];
 const MCP_AUTH_KEYS: &[&str] = &["tokenEnv", "oauth", "clientCredentials"];
 const MCP_OAUTH_KEYS: &[&str] = &["clientId", "clientSecretEnv", "clientMetadataUrl", "scopes"];
@@ -402,6 +403,18 @@ impl Doc<'_> {
             }
         };
 
+        let protocol = self.opt_string(entries, path, "protocol")?;
+        if let Some(name) = &protocol
+            && !matches!(name.as_str(), "2025-11-25" | "2026-07-28")
+        {
+            let at = field(entries, "protocol").map_or(key_at, |t| t.at);
+            return Err(self.error(
+                self.invalid(),
+                &path.key("protocol"),
+                at,
+                format!("expected \"2025-11-25\" or \"2026-07-28\" (the MCP revision to speak), found `{name}`"),
+            ));
+        }
         Ok(McpServerDecl {
             command,
             url,
@@ -418,6 +431,7 @@ impl Doc<'_> {
                 1,
                 McpServerDecl::DEFAULT_TIMEOUT_MS,
             )?,
+            protocol,
         })
     }
 

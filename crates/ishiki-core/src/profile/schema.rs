@@ -181,6 +181,11 @@ pub struct McpServerDecl {
     pub resident: bool,
     /// `timeoutMs` (default 30000): the limit for starting the server and for each call.
     pub timeout_ms: u64,
+    /// `protocol` (default: `initialize` with `2025-11-25`, and `server/discover` with
+    /// `2026-07-28` when a server refuses it): `"2025-11-25"` or `"2026-07-28"` to speak
+    /// only that revision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
 
 /// `mcp.servers.<name>.auth`: how a client authenticates to a remote server, exactly one of
@@ -259,6 +264,7 @@ impl McpServerDecl {
             cwd: None,
             resident: false,
             timeout_ms: Self::DEFAULT_TIMEOUT_MS,
+            protocol: None,
         }
     }
 }

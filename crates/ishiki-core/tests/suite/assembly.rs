@@ -598,6 +598,12 @@ fn pro7_every_assembly_error_message() {
             ),
         ),
         (
+            "mcp protocol revision unknown",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { command: npx, protocol: \"2024-11-05\" }\n",
+            ),
+        ),
+        (
             "mcp oauth client metadata at a site root",
             Input::ProfileYaml(
                 "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { oauth: { clientMetadataUrl: \"https://h\" } } }\n",

@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 #[cfg(feature = "http")]
-use rmcp::service::ServiceExt;
-
 #[cfg(feature = "http")]
 use super::millis;
 use super::{Connection, McpServer, TimedOut};
@@ -41,17 +39,45 @@ impl McpServer {
     /// the server is configured for it.
     #[cfg(feature = "http")]
     pub(super) async fn connect_http(&self, url: &str) -> Result<Connection, McpError> {
+        // As for a child: with `McpProtocol::Auto`, a server that refuses `initialize` is
+        // asked `server/discover` on a new connection.
+        let mut attempt = 0;
+        loop {
+            let mode = crate::client::lifecycle(self.config.protocol, attempt)
+                .unwrap_or(rmcp::ClientLifecycleMode::Initialize);
+            match self.connect_http_once(url, mode).await {
+                Ok(connection) => return Ok(connection),
+                Err((_, true))
+                    if crate::client::lifecycle(self.config.protocol, attempt + 1).is_some() =>
+                {
+                    attempt += 1;
+                }
+                Err((error, _)) => return Err(error),
+            }
+        }
+    }
+
+    /// One connection in `mode`; the error says whether the server refused `initialize`.
+    #[cfg(feature = "http")]
+    async fn connect_http_once(
+        &self,
+        url: &str,
+        mode: rmcp::ClientLifecycleMode,
+    ) -> Result<Connection, (McpError, bool)> {
+        use rmcp::ClientServiceExt;
         use rmcp::transport::StreamableHttpClientTransport;
 
+        let modern = matches!(mode, rmcp::ClientLifecycleMode::Discover { .. });
         let name = self.name();
         let config = &self.config;
         let shown = http::shown_url(url);
         let cannot = |why: String| {
-            McpError::new(
+            let error = McpError::new(
                 McpErrorKind::Start,
                 name,
                 format!("mcp server `{name}` at {shown} cannot be connected: {why}"),
-            )
+            );
+            (error, false)
         };
         let transport_config = http::transport_config(config, url).map_err(cannot)?;
         let client = http::http_client(config).map_err(cannot)?;
@@ -66,7 +92,8 @@ impl McpServer {
             None => {
                 let transport =
                     StreamableHttpClientTransport::with_client(client, transport_config);
-                self.bounded(handler.serve(transport)).await
+                self.bounded(handler.serve_with_lifecycle(transport, mode))
+                    .await
             }
             #[cfg(feature = "oauth")]
             Some(session) => {
@@ -76,13 +103,21 @@ impl McpServer {
                 };
                 let transport =
                     StreamableHttpClientTransport::with_client(client, transport_config);
-                self.bounded(handler.serve(transport)).await
+                self.bounded(handler.serve_with_lifecycle(transport, mode))
+                    .await
             }
         };
+        let mut refused = false;
         let cause = match started {
             Ok(Ok(service)) => {
                 if self.starts() > 1 {
                     self.changes.mark();
+                }
+                if modern {
+                    crate::client::follow_list_changes(
+                        service.peer().clone(),
+                        self.changes.clone(),
+                    );
                 }
                 let (_, done) = tokio::sync::watch::channel(true);
                 return Ok(Connection {
@@ -93,6 +128,7 @@ impl McpServer {
                 });
             }
             Ok(Err(e)) => {
+                refused = crate::client::refused_initialize(&e);
                 let text = e.to_string();
                 let plain = http::plain(&text);
                 let hint = if plain.contains("Auth required")
@@ -115,11 +151,12 @@ impl McpServer {
             Err(_) => format!("no answer to initialize within {}", millis(limit)),
         };
         let cause = self.redact_tokens(cause).await;
-        Err(McpError::new(
+        let error = McpError::new(
             McpErrorKind::Start,
             name,
             format!("mcp server `{name}` at {shown} could not be reached: {cause}"),
-        ))
+        );
+        Err((error, refused))
     }
 
     /// The server's OAuth state, made on first use; `None` when it does not use OAuth.

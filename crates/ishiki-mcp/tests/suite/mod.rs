@@ -7,6 +7,7 @@ mod failures;
 mod hostile;
 mod http;
 mod list_changed;
+mod modern;
 mod oauth;
 
 use std::path::{Path, PathBuf};
@@ -98,6 +99,58 @@ pub(crate) fn everything_entry() -> PathBuf {
             entry
         })
         .clone()
+}
+
+/// The official TypeScript SDK v2 (`@modelcontextprotocol/server`) the `2026-07-28` tests'
+/// server runs on, installed beside the reference server on first use.
+pub(crate) const SDK_V2: &str = "2.4.0";
+
+/// The directory holding `node_modules/@modelcontextprotocol/server` at [`SDK_V2`], installed
+/// the first time a test needs it (the same file lock as the reference server's install).
+pub(crate) fn sdk_v2() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        node();
+        let tools = repo_root().join(".tools");
+        let manifest = tools.join("node_modules/@modelcontextprotocol/server/package.json");
+        let installed = || {
+            std::fs::read_to_string(&manifest)
+                .ok()
+                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                .is_some_and(|p| p["version"] == SDK_V2)
+        };
+        if !installed() {
+            // The reference server first, so that both land in one package.json.
+            everything_entry();
+            let lock = std::fs::File::create(tools.join(".install.lock"))
+                .expect("cannot create <repo>/.tools/.install.lock");
+            lock.lock()
+                .expect("cannot lock <repo>/.tools/.install.lock");
+            if !installed() {
+                let spec = format!("@modelcontextprotocol/server@{SDK_V2}");
+                let output = Command::new("npm")
+                    .args([
+                        "install",
+                        "--no-audit",
+                        "--no-fund",
+                        "--save-exact",
+                        "--prefix",
+                    ])
+                    .arg(&tools)
+                    .arg(&spec)
+                    .output()
+                    .unwrap_or_else(|e| panic!("cannot run npm to install {spec}: {e}"));
+                assert!(
+                    output.status.success(),
+                    "npm install {spec} failed:\n{}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            drop(lock);
+        }
+        tools
+    })
+    .clone()
 }
 
 /// The reference server as a profile entry (YAML), so tests go through `mcp.servers`.

@@ -1,0 +1,22 @@
+// A server of the official TypeScript SDK v2 (`@modelcontextprotocol/server`, pinned by the
+// tests), served by `serveStdio`, which speaks both revisions: `initialize` (2025-11-25) and
+// the stateless `server/discover` (2026-07-28). `echo` answers with its text; `grow` adds the
+// tool `late`, which the server announces as a tool list change.
+import { McpServer } from '@modelcontextprotocol/server';
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
+import * as z from 'zod';
+
+let grown = false;
+serveStdio(() => {
+  const server = new McpServer({ name: 'modern', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
+  server.registerTool('echo', { description: 'Echoes its text', inputSchema: z.object({ text: z.string() }) },
+    async ({ text }) => ({ content: [{ type: 'text', text: `echo ${text}` }] }));
+  server.registerTool('grow', { description: 'Adds the tool late' }, async () => {
+    if (!grown) {
+      grown = true;
+      server.registerTool('late', { description: 'Added later' }, async () => ({ content: [{ type: 'text', text: 'late' }] }));
+    }
+    return { content: [{ type: 'text', text: 'grown' }] };
+  });
+  return server;
+});
