@@ -143,14 +143,22 @@ pub(crate) fn lifecycle(protocol: McpProtocol, attempt: u8) -> Option<rmcp::Clie
     }
 }
 
-/// Whether a failed start is the server refusing the `initialize` handshake (an error
-/// answer), after which [`McpProtocol::Auto`] tries `server/discover`.
+/// Whether a failed start is the server refusing the `initialize` handshake itself (it does
+/// not know the method, or not that revision), after which [`McpProtocol::Auto`] tries
+/// `server/discover`. Any other failure (an internal error, a crash, a refused token) is the
+/// start's own and is reported as it is.
 pub(crate) fn refused_initialize(error: &rmcp::service::ClientInitializeError) -> bool {
-    matches!(
-        error,
-        rmcp::service::ClientInitializeError::JsonRpcError(_)
-            | rmcp::service::ClientInitializeError::ExpectedInitResult(_)
-    )
+    use rmcp::model::ErrorCode;
+    match error {
+        rmcp::service::ClientInitializeError::JsonRpcError(e) => matches!(
+            e.code,
+            ErrorCode::METHOD_NOT_FOUND
+                | ErrorCode::INVALID_PARAMS
+                | ErrorCode::INVALID_REQUEST
+                | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        ),
+        _ => false,
+    }
 }
 
 /// Opens the `subscriptions/listen` stream of a `2026-07-28` session, on which such a server

@@ -61,8 +61,9 @@ pub struct McpServerConfig {
     /// when the server asks for them (a 401), refreshed, and stepped up on a 403
     /// `insufficient_scope`.
     pub oauth: Option<OAuthConfig>,
-    /// Where OAuth credentials are kept across restarts (`<dir>/<name>.json`, readable by
-    /// the owner only, bound to the server's URL); none: in memory, for the process.
+    /// Where OAuth credentials are kept across restarts (`<dir>/<name>-<hash>.json`, readable
+    /// by the owner only, bound to the server's URL and to the issuer that granted them);
+    /// none: in memory, for the process.
     pub token_dir: Option<PathBuf>,
     /// Which revision of MCP to speak (default: [`McpProtocol::Auto`]).
     pub protocol: McpProtocol,

@@ -596,18 +596,21 @@ impl McpServer {
     /// `server/discover`.
     async fn spawn(&self) -> Result<Connection, McpError> {
         let mut attempt = 0;
+        let mut first = None;
         loop {
             // Attempt 0 always has a mode, and a later one is only made when it has one.
             let mode = crate::client::lifecycle(self.config.protocol, attempt)
                 .unwrap_or(rmcp::ClientLifecycleMode::Initialize);
             match self.spawn_once(mode).await {
                 Ok(connection) => return Ok(connection),
-                Err((_, true))
+                Err((error, true))
                     if crate::client::lifecycle(self.config.protocol, attempt + 1).is_some() =>
                 {
+                    first = Some(error);
                     attempt += 1;
                 }
-                Err((error, _)) => return Err(error),
+                // When `server/discover` fails too, the refused `initialize` says more.
+                Err((error, _)) => return Err(first.unwrap_or(error)),
             }
         }
     }

@@ -552,12 +552,18 @@ impl Doc<'_> {
             ));
         }
         // OAuth sends tokens and secrets: never in the clear past this machine.
-        let loopback = ["http://localhost", "http://127.0.0.1", "http://[::1]"]
-            .iter()
-            .any(|origin| {
-                url.strip_prefix(origin)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
-            });
+        // The host as a client reads it: after any `user@`, before the port or path.
+        let authority = url
+            .strip_prefix("http://")
+            .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default())
+            .unwrap_or_default();
+        let host_port = authority.rsplit('@').next().unwrap_or_default();
+        let host = if host_port.starts_with('[') {
+            host_port.split(']').next().map_or("", |h| &h[1..])
+        } else {
+            host_port.split(':').next().unwrap_or_default()
+        };
+        let loopback = matches!(host, "localhost" | "127.0.0.1" | "::1");
         if (oauth.is_some() || client_credentials.is_some())
             && url.starts_with("http://")
             && !loopback

@@ -622,6 +622,12 @@ fn pro7_every_assembly_error_message() {
             ),
         ),
         (
+            "mcp oauth over http to a host behind a localhost user name",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"http://127.0.0.1:1@evil.example/mcp\", auth: { oauth: {} } }\n",
+            ),
+        ),
+        (
             "mcp client credentials with an algorithm for a secret",
             Input::ProfileYaml(
                 "mcp:\n  servers:\n    fs: { url: \"https://h/mcp\", auth: { clientCredentials: { clientId: c, clientSecretEnv: S, algorithm: ES256 } } }\n",

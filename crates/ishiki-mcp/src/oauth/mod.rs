@@ -28,9 +28,8 @@ use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
-    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
-    ClientCredentialsConfig, CredentialStore, OAuthClientConfig, OAuthTokenResponse,
-    StoredCredentials,
+    AuthError, AuthorizationCallback, AuthorizationManager, ClientCredentialsConfig,
+    CredentialStore, OAuthClientConfig, OAuthTokenResponse, StoredCredentials,
 };
 use rmcp::transport::streamable_http_client::{
     InsufficientScopeError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -41,17 +40,20 @@ use sse_stream::{Error as SseError, Sse};
 use crate::auth::{Authorizer, ClientCredential, OAuthConfig};
 
 mod authorizers;
+mod endpoints;
 mod jwt;
 mod store;
 
 pub use authorizers::{HeadlessAuthorizer, LoopbackAuthorizer, ShowUrl};
+pub(crate) use endpoints::read_bounded;
+use endpoints::{endpoint_allowed, legacy_metadata};
 use jwt::{jwt_token_request, sign_assertion};
 use store::Store;
 
 /// The name a registering client gives itself.
 const CLIENT_NAME: &str = "Ishiki";
 /// The most of a token endpoint's answer read (a `private_key_jwt` exchange).
-const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
 /// The limit for one request to an authorization server made here.
 pub(crate) const TOKEN_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -72,6 +74,8 @@ pub(crate) struct Session {
     failure: std::sync::Mutex<Option<String>>,
     /// How many times the server asked for more scope ([`MAX_STEP_UPS`]).
     step_ups: std::sync::atomic::AtomicU32,
+    /// How many grants there have been ([`Session::grants`]).
+    grants: std::sync::atomic::AtomicU64,
     /// While a person is asked to approve: when the approval time ends.
     approving: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
@@ -120,6 +124,7 @@ impl Session {
             sent: std::sync::Mutex::new(Vec::new()),
             failure: std::sync::Mutex::new(None),
             step_ups: std::sync::atomic::AtomicU32::new(0),
+            grants: std::sync::atomic::AtomicU64::new(0),
             approving: std::sync::Mutex::new(None),
         })
     }
@@ -178,14 +183,38 @@ impl Session {
         text
     }
 
-    /// Obtains a token after `sent` (or no token) was refused with `challenge`.
-    async fn authorize(&self, challenge: &str, sent: Option<&str>) -> Result<(), AuthError> {
+    /// How many grants (sign-ins, refreshes after a refusal, step-ups) there have been: a
+    /// request refused before the latest one just goes again with its token.
+    fn grants(&self) -> u64 {
+        self.grants.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn granted(&self) {
+        self.grants
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Obtains a token after `sent` (or no token) was refused with `challenge`; `seen` is
+    /// [`Session::grants`] when it was sent.
+    async fn authorize(
+        &self,
+        challenge: &str,
+        sent: Option<&str>,
+        seen: u64,
+    ) -> Result<(), AuthError> {
         let _one = self.gate.lock().await;
-        let current = self.token().await;
-        if current.is_some() && current.as_deref() != sent {
+        if self.grants() != seen {
             // Another request authorized while this one waited.
             return Ok(());
         }
+        let outcome = self.authorize_now(challenge, sent).await;
+        if outcome.is_ok() {
+            self.granted();
+        }
+        outcome
+    }
+
+    async fn authorize_now(&self, challenge: &str, sent: Option<&str>) -> Result<(), AuthError> {
         let mut manager = self.manager.lock().await;
         if sent.is_some() && manager.refresh_token().await.is_ok() {
             return Ok(());
@@ -202,6 +231,8 @@ impl Session {
             Err(e) => return Err(e),
         };
         manager.set_metadata(metadata.clone());
+        // From here on only this issuer's credentials are given out, to rmcp's refresh too.
+        self.store.bind_issuer(metadata.issuer.clone());
         match &self.config {
             OAuthConfig::AuthorizationCode {
                 client_id,
@@ -220,7 +251,6 @@ impl Session {
                     None => None,
                 };
                 let redirect = authorizer.redirect_uri();
-                self.store.bind_issuer(metadata.issuer.clone());
                 // Kept credentials of this authorization server: a refresh, not a sign-in.
                 if let Some(kept) = self.store.load_bound().await
                     && kept.token_response.is_some()
@@ -413,17 +443,20 @@ impl Session {
     }
 
     /// Asks for more scope after `sent` was refused for want of it.
-    async fn step_up(
-        &self,
-        refused: &InsufficientScopeError,
-        sent: Option<&str>,
-    ) -> Result<(), AuthError> {
+    async fn step_up(&self, refused: &InsufficientScopeError, seen: u64) -> Result<(), AuthError> {
         let _one = self.gate.lock().await;
-        let current = self.token().await;
-        if current.is_some() && current.as_deref() != sent {
+        if self.grants() != seen {
             // Another request stepped up while this one waited.
             return Ok(());
         }
+        let outcome = self.step_up_now(refused).await;
+        if outcome.is_ok() {
+            self.granted();
+        }
+        outcome
+    }
+
+    async fn step_up_now(&self, refused: &InsufficientScopeError) -> Result<(), AuthError> {
         let asked = self
             .step_ups
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -491,140 +524,6 @@ impl Session {
     }
 }
 
-/// The authorization server metadata at the origin of `server_url`, for a server of the
-/// 2025-03-26 era (no protected resource metadata) whose metadata names an issuer other than
-/// the origin it is served from (RFC 8414 asks them to be the same). The document is taken
-/// only when it is the origin's own (`expected` is the origin) and its issuer is on that
-/// origin too: it cannot name a foreign authorization server.
-async fn legacy_metadata(
-    server_url: &str,
-    expected: &str,
-    received: &str,
-) -> Result<AuthorizationMetadata, AuthError> {
-    let mismatch = || AuthError::AuthorizationServerMismatch {
-        expected_issuer: expected.to_owned(),
-        received_issuer: received.to_owned(),
-    };
-    let Ok(server) = url::Url::parse(server_url) else {
-        return Err(mismatch());
-    };
-    if !legacy_issuer_acceptable(&server, expected, received) {
-        return Err(mismatch());
-    }
-    let origin = server.origin();
-    let same_origin = |text: &str| url::Url::parse(text).is_ok_and(|u| u.origin() == origin);
-    let mut at = server.clone();
-    at.set_path("/.well-known/oauth-authorization-server");
-    at.set_query(None);
-    at.set_fragment(None);
-    let body = bounded_get(at.as_str()).await?;
-    let metadata: AuthorizationMetadata = serde_json::from_slice(&body).map_err(|e| {
-        failed(format!(
-            "the authorization server's metadata is unreadable: {e}"
-        ))
-    })?;
-    let endpoints_here = same_origin(&metadata.authorization_endpoint)
-        && same_origin(&metadata.token_endpoint)
-        && metadata
-            .registration_endpoint
-            .as_deref()
-            .is_none_or(same_origin);
-    if metadata.issuer.as_deref() != Some(received) || !endpoints_here {
-        return Err(mismatch());
-    }
-    Ok(metadata)
-}
-
-/// Whether metadata fetched from the origin of `server` (`expected` is that origin) whose
-/// issuer is `received` may stand for the server's own authorization server: only when
-/// `received` is on the same origin.
-fn legacy_issuer_acceptable(server: &url::Url, expected: &str, received: &str) -> bool {
-    let origin = server.origin();
-    let expected_is_origin = url::Url::parse(expected)
-        .is_ok_and(|u| u.origin() == origin && matches!(u.path(), "" | "/"));
-    let received_here = url::Url::parse(received).is_ok_and(|u| u.origin() == origin);
-    expected_is_origin && received_here
-}
-
-/// Whether `endpoint`, named by metadata the server's side sent, may be called from here:
-/// an https:// URL (http:// only on loopback), and a host on this machine or its private
-/// network (loopback, private, link-local or unspecified addresses, `localhost`) only when
-/// the MCP server is there too, so a hostile server cannot aim the client at internal
-/// services. (rmcp checks its own requests' resolved addresses; these are the requests made
-/// here, whose names are checked as written.)
-pub(crate) fn endpoint_allowed(server: &str, endpoint: &str) -> bool {
-    fn local(host: Option<url::Host<&str>>) -> Option<bool> {
-        Some(match host? {
-            url::Host::Domain(name) => {
-                name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost")
-            }
-            url::Host::Ipv4(ip) => {
-                ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified()
-            }
-            url::Host::Ipv6(ip) => {
-                let first = ip.segments()[0];
-                ip.is_loopback()
-                    || ip.is_unspecified()
-                    || (first & 0xfe00) == 0xfc00
-                    || (first & 0xffc0) == 0xfe80
-            }
-        })
-    }
-    let (Ok(server), Ok(endpoint)) = (url::Url::parse(server), url::Url::parse(endpoint)) else {
-        return false;
-    };
-    let loopback = match endpoint.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    let scheme_ok = endpoint.scheme() == "https" || (endpoint.scheme() == "http" && loopback);
-    match (local(server.host()), local(endpoint.host())) {
-        (Some(server_local), Some(endpoint_local)) => {
-            scheme_ok && (server_local || !endpoint_local)
-        }
-        _ => false,
-    }
-}
-
-/// The body of a GET to `url`, within the token request's limits.
-async fn bounded_get(url: &str) -> Result<Vec<u8>, AuthError> {
-    let client = reqwest::Client::builder()
-        .timeout(TOKEN_REQUEST_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
-    let mut response = client
-        .get(url)
-        .header("accept", "application/json")
-        .send()
-        .await
-        .map_err(|e| failed(format!("{url} could not be fetched: {e}")))?;
-    if !response.status().is_success() {
-        return Err(failed(format!("{url} answered {}", response.status())));
-    }
-    read_bounded(&mut response).await
-}
-
-/// A response body, at most [`MAX_TOKEN_RESPONSE_BYTES`].
-pub(crate) async fn read_bounded(response: &mut reqwest::Response) -> Result<Vec<u8>, AuthError> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| failed(format!("the answer broke off: {e}")))?
-    {
-        if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
-            return Err(failed(format!(
-                "the answer is longer than {MAX_TOKEN_RESPONSE_BYTES} bytes"
-            )));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
 pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -648,15 +547,16 @@ impl OAuthHttp {
         Fut: Future<Output = HttpResult<T>>,
     {
         let session = &self.session;
+        let seen = session.grants();
         let token = session.token().await;
         let authorized = match call(token.clone()).await {
             Err(StreamableHttpError::AuthRequired(refused)) => {
                 session
-                    .authorize(&refused.www_authenticate_header, token.as_deref())
+                    .authorize(&refused.www_authenticate_header, token.as_deref(), seen)
                     .await
             }
             Err(StreamableHttpError::InsufficientScope(refused)) => {
-                session.step_up(&refused, token.as_deref()).await
+                session.step_up(&refused, seen).await
             }
             other => return other,
         };
@@ -787,48 +687,6 @@ impl StreamableHttpClient for OAuthHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn legacy_metadata_may_name_an_issuer_only_on_the_servers_own_origin() {
-        let server = url::Url::parse("http://localhost:4000/mcp").unwrap();
-        let ok = |e: &str, r: &str| legacy_issuer_acceptable(&server, e, r);
-        assert!(ok("http://localhost:4000/", "http://localhost:4000/oauth"));
-        assert!(!ok(
-            "http://localhost:4000/",
-            "https://evil.example.com/oauth"
-        ));
-        assert!(!ok("http://localhost:4000/", "http://localhost:4001/oauth"));
-        // A mismatch found elsewhere (an authorization server the metadata named) stays one.
-        assert!(!ok(
-            "http://localhost:4000/tenant",
-            "http://localhost:4000/oauth"
-        ));
-        assert!(!ok("https://as.example.com/", "https://as.example.com/x"));
-    }
-
-    #[test]
-    fn endpoints_named_by_a_server_may_not_reach_a_private_network_it_is_not_on() {
-        let public = "https://mcp.example.com/mcp";
-        assert!(endpoint_allowed(public, "https://as.example.com/token"));
-        for internal in [
-            "https://169.254.169.254/latest",
-            "https://10.0.0.9/token",
-            "https://localhost/token",
-            "https://[::1]/token",
-            "https://[fd00::1]/token",
-            "http://as.example.com/token",
-            "not a url",
-        ] {
-            assert!(!endpoint_allowed(public, internal), "{internal}");
-        }
-        let local = "http://localhost:4000/mcp";
-        assert!(endpoint_allowed(local, "http://localhost:4000/token"));
-        assert!(endpoint_allowed(local, "https://10.0.0.9/token"));
-        assert!(
-            !endpoint_allowed(local, "http://10.0.0.9/token"),
-            "cleartext past loopback"
-        );
-    }
 
     #[test]
     fn a_secret_value_never_shows_in_debug_output() {

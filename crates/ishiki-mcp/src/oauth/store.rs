@@ -23,14 +23,28 @@ const MAX_FILE_BYTES: u64 = 64 * 1024;
 
 /// A server's credential store.
 #[derive(Clone)]
-pub(crate) enum Store {
+pub(crate) struct Store {
+    kind: Kind,
+    /// The issuer discovery named last; [`Bound::Unset`] until the first discovery.
+    bound: Arc<Mutex<Bound>>,
+    /// In memory: the issuer of the credentials held.
+    saved: Arc<Mutex<Option<String>>>,
+}
+
+#[derive(Clone)]
+enum Kind {
     Memory(InMemoryCredentialStore),
-    File {
-        path: PathBuf,
-        url: String,
-        /// The issuer of the authorization server discovery named last.
-        issuer: Arc<Mutex<Option<String>>>,
-    },
+    File { path: PathBuf, url: String },
+}
+
+/// Which authorization server the credentials in use must come from.
+#[derive(Clone, PartialEq)]
+enum Bound {
+    /// No discovery yet (a restarted client): kept credentials are used as they are, for the
+    /// URL they were granted for; nothing is refreshed, since no client is configured.
+    Unset,
+    /// Discovery named this issuer (`None`: a legacy server whose metadata names none).
+    Issuer(Option<String>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -45,11 +59,15 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> AuthError {
     AuthError::InternalError(format!("cannot {what} {}: {e}", path.display()))
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Store {
     /// The store of server `name` at `url`: a file under `dir` when one is given.
     pub(crate) fn new(dir: Option<&Path>, name: &str, url: &str) -> Store {
-        match dir {
-            None => Store::Memory(InMemoryCredentialStore::new()),
+        let kind = match dir {
+            None => Kind::Memory(InMemoryCredentialStore::new()),
             Some(dir) => {
                 use std::fmt::Write;
                 let digest = ring::digest::digest(
@@ -60,38 +78,50 @@ impl Store {
                 for byte in &digest.as_ref()[..6] {
                     let _ = write!(hash, "{byte:02x}");
                 }
-                Store::File {
+                Kind::File {
                     path: dir.join(format!("{}-{hash}.json", file_stem(name))),
                     url: url.to_owned(),
-                    issuer: Arc::default(),
                 }
             }
+        };
+        Store {
+            kind,
+            bound: Arc::new(Mutex::new(Bound::Unset)),
+            saved: Arc::default(),
         }
     }
 
-    /// Records the issuer discovery just named: credentials saved from now on are its.
+    /// Records the issuer discovery just named. From now on only credentials it issued are
+    /// given out (to rmcp too, so no refresh token goes to another authorization server),
+    /// and credentials saved are its.
     pub(crate) fn bind_issuer(&self, issuer: Option<String>) {
-        if let Store::File { issuer: slot, .. } = self {
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = issuer;
-        }
+        *lock(&self.bound) = Bound::Issuer(issuer);
     }
 
-    /// The kept credentials, only if they were issued by the issuer last bound (none bound,
-    /// or kept without one: none).
+    /// The kept credentials of the issuer last bound, for a refresh before any sign-in:
+    /// none when no issuer is bound or the credentials name none.
     pub(crate) async fn load_bound(&self) -> Option<StoredCredentials> {
-        match self {
-            Store::Memory(store) => store.load().await.ok().flatten(),
-            Store::File { issuer, .. } => {
-                let bound = issuer.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
-                let body = self.read()?;
-                (body.issuer.as_deref() == Some(bound.as_str())).then_some(body.credentials)
+        let Bound::Issuer(Some(bound)) = lock(&self.bound).clone() else {
+            return None;
+        };
+        let (issuer, credentials) = self.held().await?;
+        (issuer.as_deref() == Some(bound.as_str())).then_some(credentials)
+    }
+
+    /// The credentials held and the issuer they came from.
+    async fn held(&self) -> Option<(Option<String>, StoredCredentials)> {
+        match &self.kind {
+            Kind::Memory(store) => {
+                let credentials = store.load().await.ok().flatten()?;
+                Some((lock(&self.saved).clone(), credentials))
             }
+            Kind::File { .. } => self.read().map(|body| (body.issuer, body.credentials)),
         }
     }
 
     /// The file's body, if it is this URL's.
     fn read(&self) -> Option<FileBody> {
-        let Store::File { path, url, .. } = self else {
+        let Kind::File { path, url } = &self.kind else {
             return None;
         };
         use std::io::Read;
@@ -120,19 +150,29 @@ fn file_stem(name: &str) -> String {
 #[async_trait::async_trait]
 impl CredentialStore for Store {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        match self {
-            Store::Memory(store) => store.load().await,
-            Store::File { .. } => Ok(self.read().map(|body| body.credentials)),
-        }
+        let Some((issuer, credentials)) = self.held().await else {
+            return Ok(None);
+        };
+        Ok(match lock(&self.bound).clone() {
+            Bound::Unset => Some(credentials),
+            Bound::Issuer(bound) => (bound == issuer).then_some(credentials),
+        })
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
-        match self {
-            Store::Memory(store) => store.save(credentials).await,
-            Store::File { path, url, issuer } => {
+        let issuer = match lock(&self.bound).clone() {
+            Bound::Unset => None,
+            Bound::Issuer(issuer) => issuer,
+        };
+        match &self.kind {
+            Kind::Memory(store) => {
+                *lock(&self.saved) = issuer;
+                store.save(credentials).await
+            }
+            Kind::File { path, url } => {
                 let body = FileBody {
                     url: url.clone(),
-                    issuer: issuer.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                    issuer,
                     credentials,
                 };
                 let text = serde_json::to_vec(&body)
@@ -143,9 +183,9 @@ impl CredentialStore for Store {
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
-        match self {
-            Store::Memory(store) => store.clear().await,
-            Store::File { path, .. } => match std::fs::remove_file(path) {
+        match &self.kind {
+            Kind::Memory(store) => store.clear().await,
+            Kind::File { path, .. } => match std::fs::remove_file(path) {
                 Ok(()) => Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(io("remove", path, e)),
@@ -208,6 +248,17 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn credentials_in_memory_are_given_out_only_for_the_issuer_that_granted_them() {
+        let store = Store::new(None, "s", "https://a.example/mcp");
+        store.bind_issuer(Some("https://as1.example".into()));
+        store.save(credentials("tok")).await.unwrap();
+        assert!(store.load_bound().await.is_some());
+        store.bind_issuer(Some("https://as2.example".into()));
+        assert!(store.load_bound().await.is_none());
+        assert!(store.load().await.unwrap().is_none());
+    }
+
+    #[tokio::test]
     async fn a_file_store_keeps_credentials_for_its_url_only_and_for_its_owner_only() {
         let dir = tempfile::tempdir().unwrap();
         let tokens = dir.path().join("tokens");
@@ -243,6 +294,8 @@ mod tests {
         let reopened = Store::new(Some(&tokens), "linear/../x", "https://a.example/mcp");
         reopened.bind_issuer(Some("https://other-as.example".into()));
         assert!(reopened.load_bound().await.is_none());
+        // Nor does rmcp get them once another issuer is named: no refresh can reach it.
+        assert!(reopened.load().await.unwrap().is_none());
         reopened.bind_issuer(Some("https://as.example".into()));
         assert!(reopened.load_bound().await.is_some());
         // A damaged file is no credentials, not an error.

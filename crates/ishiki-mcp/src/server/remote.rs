@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 #[cfg(feature = "http")]
-#[cfg(feature = "http")]
 use super::millis;
 use super::{Connection, McpServer, TimedOut};
 #[cfg(feature = "http")]
@@ -42,17 +41,20 @@ impl McpServer {
         // As for a child: with `McpProtocol::Auto`, a server that refuses `initialize` is
         // asked `server/discover` on a new connection.
         let mut attempt = 0;
+        let mut first = None;
         loop {
             let mode = crate::client::lifecycle(self.config.protocol, attempt)
                 .unwrap_or(rmcp::ClientLifecycleMode::Initialize);
             match self.connect_http_once(url, mode).await {
                 Ok(connection) => return Ok(connection),
-                Err((_, true))
+                Err((error, true))
                     if crate::client::lifecycle(self.config.protocol, attempt + 1).is_some() =>
                 {
+                    first = Some(error);
                     attempt += 1;
                 }
-                Err((error, _)) => return Err(error),
+                // When `server/discover` fails too, the refused `initialize` says more.
+                Err((error, _)) => return Err(first.unwrap_or(error)),
             }
         }
     }
