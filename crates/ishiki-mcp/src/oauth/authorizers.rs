@@ -41,11 +41,7 @@ impl Authorizer for HeadlessAuthorizer {
     }
 
     async fn authorize(&self, _server: &str, url: &str) -> Result<String, String> {
-        let client = reqwest::Client::builder()
-            .timeout(TOKEN_REQUEST_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+        let client = super::endpoints::client().map_err(|e| e.to_string())?;
         let response = client
             .get(url)
             .send()

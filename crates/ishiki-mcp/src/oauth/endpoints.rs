@@ -110,13 +110,18 @@ pub(crate) fn endpoint_allowed(server: &str, endpoint: &str) -> bool {
     }
 }
 
-/// The body of a GET to `url`, within the token request's limits.
-async fn bounded_get(url: &str) -> Result<Vec<u8>, AuthError> {
-    let client = reqwest::Client::builder()
+/// The HTTP client of the requests made here: 30 s each, no redirects followed.
+pub(super) fn client() -> Result<reqwest::Client, AuthError> {
+    reqwest::Client::builder()
         .timeout(TOKEN_REQUEST_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
+        .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))
+}
+
+/// The body of a GET to `url`, within the token request's limits.
+async fn bounded_get(url: &str) -> Result<Vec<u8>, AuthError> {
+    let client = client()?;
     let mut response = client
         .get(url)
         .header("accept", "application/json")

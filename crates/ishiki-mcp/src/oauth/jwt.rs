@@ -5,7 +5,7 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use rmcp::transport::auth::{AuthError, OAuthTokenResponse};
 
-use super::{TOKEN_REQUEST_TIMEOUT, failed, now_secs, read_bounded};
+use super::{failed, now_secs, read_bounded};
 use crate::auth::JwtAlgorithm;
 
 /// How long a client assertion is valid.
@@ -105,11 +105,7 @@ pub(super) async fn jwt_token_request(
         }
         form.finish()
     };
-    let client = reqwest::Client::builder()
-        .timeout(TOKEN_REQUEST_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
+    let client = super::endpoints::client()?;
     let mut response = client
         .post(endpoint)
         .header("content-type", "application/x-www-form-urlencoded")
