@@ -595,13 +595,24 @@ impl McpServer {
     /// [`crate::McpProtocol::Auto`], a child that refuses `initialize` is started again for
     /// `server/discover`.
     async fn spawn(&self) -> Result<Connection, McpError> {
+        self.in_revision(|mode| self.spawn_once(mode)).await
+    }
+
+    /// A session made by `start` in the configured revision of MCP: with
+    /// [`crate::McpProtocol::Auto`], when the server refuses `initialize` (`start`'s error
+    /// says so), `start` runs again for `server/discover`.
+    async fn in_revision<F, Fut>(&self, mut start: F) -> Result<Connection, McpError>
+    where
+        F: FnMut(rmcp::ClientLifecycleMode) -> Fut,
+        Fut: Future<Output = Result<Connection, (McpError, bool)>>,
+    {
         let mut attempt = 0;
         let mut first = None;
         loop {
             // Attempt 0 always has a mode, and a later one is only made when it has one.
             let mode = crate::client::lifecycle(self.config.protocol, attempt)
                 .unwrap_or(rmcp::ClientLifecycleMode::Initialize);
-            match self.spawn_once(mode).await {
+            match start(mode).await {
                 Ok(connection) => return Ok(connection),
                 Err((error, true))
                     if crate::client::lifecycle(self.config.protocol, attempt + 1).is_some() =>
@@ -612,6 +623,17 @@ impl McpServer {
                 // When `server/discover` fails too, the refused `initialize` says more.
                 Err((error, _)) => return Err(first.unwrap_or(error)),
             }
+        }
+    }
+
+    /// What every new session does: a restarted server may list other tools than before, and
+    /// a `2026-07-28` one announces changes only on the listen stream this opens.
+    fn on_started(&self, service: &RunningService<RoleClient, Client>, modern: bool) {
+        if self.starts() > 1 {
+            self.changes.mark();
+        }
+        if modern {
+            crate::client::follow_list_changes(service.peer().clone(), self.changes.clone());
         }
     }
 
@@ -679,16 +701,7 @@ impl McpServer {
         let mut refused = false;
         let cause = match started {
             Ok(Ok(service)) => {
-                if self.starts() > 1 {
-                    // A restarted server may list other tools than before.
-                    self.changes.mark();
-                }
-                if modern {
-                    crate::client::follow_list_changes(
-                        service.peer().clone(),
-                        self.changes.clone(),
-                    );
-                }
+                self.on_started(&service, modern);
                 return Ok(Connection {
                     service,
                     stderr: tail,

@@ -307,16 +307,8 @@ impl Session {
                 };
                 manager.configure_client(config)?;
                 let url = manager.get_authorization_url(&refs).await?;
-                let callback = self.approve(&*authorizer, &url).await?;
-                let callback = AuthorizationCallback::from_redirect_url(&callback)?;
-                manager
-                    .exchange_code_for_token_with_issuer(
-                        &callback.code,
-                        &callback.csrf_token,
-                        callback.issuer.as_deref(),
-                    )
-                    .await?;
-                Ok(())
+                self.approve_and_exchange(&manager, &*authorizer, &url)
+                    .await
             }
             OAuthConfig::ClientCredentials {
                 client_id,
@@ -336,14 +328,7 @@ impl Session {
                     Ok(())
                 }
                 ClientCredential::PrivateKey { key, algorithm } => {
-                    if !endpoint_allowed(&self.url, &metadata.token_endpoint) {
-                        return Err(failed(format!(
-                            "the authorization server's token endpoint {} is not one this \
-                             client sends its credentials to (not https, or on a private \
-                             network the MCP server is not on)",
-                            crate::http::shown_url(&metadata.token_endpoint)
-                        )));
-                    }
+                    self.check_token_endpoint(&metadata.token_endpoint)?;
                     let audience = metadata
                         .issuer
                         .clone()
@@ -353,15 +338,7 @@ impl Session {
                     let token =
                         jwt_token_request(&metadata.token_endpoint, &assertion, &self.url, scopes)
                             .await?;
-                    let now = now_secs();
-                    self.store
-                        .save(StoredCredentials::new(
-                            client_id.clone(),
-                            Some(token),
-                            scopes.clone(),
-                            Some(now),
-                        ))
-                        .await
+                    self.keep(client_id, token, scopes.clone()).await
                 }
             },
             OAuthConfig::EnterpriseManaged {
@@ -396,14 +373,7 @@ impl Session {
                     .issuer
                     .clone()
                     .ok_or_else(|| failed("the authorization server's metadata names no issuer"))?;
-                if !endpoint_allowed(&self.url, &metadata.token_endpoint) {
-                    return Err(failed(format!(
-                        "the authorization server's token endpoint {} is not one this client \
-                         sends its assertion to (not https, or on a private network the MCP \
-                         server is not on)",
-                        crate::http::shown_url(&metadata.token_endpoint)
-                    )));
-                }
+                self.check_token_endpoint(&metadata.token_endpoint)?;
                 let resource_as = EmaAuthorizationServer::new(
                     issuer,
                     metadata.token_endpoint.as_str(),
@@ -430,14 +400,7 @@ impl Session {
                 let response: OAuthTokenResponse = serde_json::from_value(response)
                     .map_err(|e| failed(format!("the exchanged token cannot be kept: {e}")))?;
                 let granted = token.scopes.into_iter().collect();
-                self.store
-                    .save(StoredCredentials::new(
-                        client_id.clone(),
-                        Some(response),
-                        granted,
-                        Some(now_secs()),
-                    ))
-                    .await
+                self.keep(client_id, response, granted).await
             }
         }
     }
@@ -483,7 +446,18 @@ impl Session {
             .ok_or_else(|| failed("more scope needs approval and there is no authorizer"))?;
         let manager = self.manager.lock().await;
         let url = manager.request_scope_upgrade(required).await?;
-        let callback = self.approve(&*authorizer, &url).await?;
+        self.approve_and_exchange(&manager, &*authorizer, &url)
+            .await
+    }
+
+    /// Has `url` approved and exchanges the code its redirect carries for a token.
+    async fn approve_and_exchange(
+        &self,
+        manager: &AuthorizationManager,
+        authorizer: &dyn Authorizer,
+        url: &str,
+    ) -> Result<(), AuthError> {
+        let callback = self.approve(authorizer, url).await?;
         let callback = AuthorizationCallback::from_redirect_url(&callback)?;
         manager
             .exchange_code_for_token_with_issuer(
@@ -493,6 +467,36 @@ impl Session {
             )
             .await?;
         Ok(())
+    }
+
+    /// Refuses a token endpoint, named by the server's metadata, that this client does not
+    /// send credentials to ([`endpoint_allowed`]).
+    fn check_token_endpoint(&self, endpoint: &str) -> Result<(), AuthError> {
+        if endpoint_allowed(&self.url, endpoint) {
+            return Ok(());
+        }
+        Err(failed(format!(
+            "the authorization server's token endpoint {} is not one this client sends its \
+             credentials to (not https, or on a private network the MCP server is not on)",
+            crate::http::shown_url(endpoint)
+        )))
+    }
+
+    /// Keeps a token obtained here rather than by rmcp as the server's credentials.
+    async fn keep(
+        &self,
+        client_id: &str,
+        token: OAuthTokenResponse,
+        scopes: Vec<String>,
+    ) -> Result<(), AuthError> {
+        self.store
+            .save(StoredCredentials::new(
+                client_id.to_owned(),
+                Some(token),
+                scopes,
+                Some(now_secs()),
+            ))
+            .await
     }
 
     /// When the approval running now ends, if one runs: requests wait for it

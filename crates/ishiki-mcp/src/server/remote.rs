@@ -38,25 +38,10 @@ impl McpServer {
     /// the server is configured for it.
     #[cfg(feature = "http")]
     pub(super) async fn connect_http(&self, url: &str) -> Result<Connection, McpError> {
-        // As for a child: with `McpProtocol::Auto`, a server that refuses `initialize` is
-        // asked `server/discover` on a new connection.
-        let mut attempt = 0;
-        let mut first = None;
-        loop {
-            let mode = crate::client::lifecycle(self.config.protocol, attempt)
-                .unwrap_or(rmcp::ClientLifecycleMode::Initialize);
-            match self.connect_http_once(url, mode).await {
-                Ok(connection) => return Ok(connection),
-                Err((error, true))
-                    if crate::client::lifecycle(self.config.protocol, attempt + 1).is_some() =>
-                {
-                    first = Some(error);
-                    attempt += 1;
-                }
-                // When `server/discover` fails too, the refused `initialize` says more.
-                Err((error, _)) => return Err(first.unwrap_or(error)),
-            }
-        }
+        // As for a child: a server that refuses `initialize` may be asked `server/discover`
+        // on a new connection.
+        self.in_revision(|mode| self.connect_http_once(url, mode))
+            .await
     }
 
     /// One connection in `mode`; the error says whether the server refused `initialize`.
@@ -112,15 +97,7 @@ impl McpServer {
         let mut refused = false;
         let cause = match started {
             Ok(Ok(service)) => {
-                if self.starts() > 1 {
-                    self.changes.mark();
-                }
-                if modern {
-                    crate::client::follow_list_changes(
-                        service.peer().clone(),
-                        self.changes.clone(),
-                    );
-                }
+                self.on_started(&service, modern);
                 let (_, done) = tokio::sync::watch::channel(true);
                 return Ok(Connection {
                     service,
