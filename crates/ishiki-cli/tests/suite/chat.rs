@@ -256,14 +256,9 @@ fn write_config(dir: &std::path::Path, base: &str) {
     .expect("models");
 }
 
-/// One `ishiki chat` process: `line` on stdin, then end of input.
-fn chat_process(
-    dir: &std::path::Path,
-    state: &str,
-    extra: &[&str],
-    env: &[(&str, &str)],
-    line: &str,
-) -> std::process::Output {
+/// `ishiki chat` with the profile, models and state directory `state` under `dir`, every
+/// stream piped.
+fn chat_command(dir: &std::path::Path, state: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ishiki"));
     command
         .arg("chat")
@@ -273,11 +268,23 @@ fn chat_process(
         .arg(dir.join("models.yaml"))
         .arg("--state")
         .arg(dir.join(state))
-        .args(extra)
         .env("ISHIKI_TEST_KEY", "sk-test")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    command
+}
+
+/// One `ishiki chat` process: `line` on stdin, then end of input.
+fn chat_process(
+    dir: &std::path::Path,
+    state: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    line: &str,
+) -> std::process::Output {
+    let mut command = chat_command(dir, state);
+    command.args(extra);
     for (k, v) in env {
         command.env(k, v);
     }
@@ -883,18 +890,7 @@ fn oauth_chat(dir: &Path, url: &str, sign_in: bool) -> String {
         ),
     )
     .expect("profile");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ishiki"))
-        .arg("chat")
-        .arg("--profile")
-        .arg(dir.join("profile.yaml"))
-        .arg("--models")
-        .arg(dir.join("models.yaml"))
-        .arg("--state")
-        .arg(dir.join("state"))
-        .env("ISHIKI_TEST_KEY", "sk-test")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    let mut child = chat_command(dir, "state")
         .spawn()
         .expect("ishiki chat starts");
     // A session that waits for a sign-in nobody gives would wait minutes: end it sooner.

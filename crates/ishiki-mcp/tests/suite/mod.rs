@@ -62,43 +62,61 @@ pub(crate) fn everything_entry() -> PathBuf {
             let package = tools.join("node_modules/@modelcontextprotocol/server-everything");
             let entry = package.join("dist/index.js");
             let installed = || {
-                std::fs::read_to_string(package.join("package.json"))
-                    .ok()
-                    .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-                    .is_some_and(|p| p["version"] == EVERYTHING_VERSION)
+                installed_version(&package.join("package.json"), EVERYTHING_VERSION)
                     && entry.is_file()
             };
-            if installed() {
-                return entry;
-            }
-            std::fs::create_dir_all(&tools).expect("cannot create <repo>/.tools");
-            let lock = std::fs::File::create(tools.join(".install.lock"))
-                .expect("cannot create <repo>/.tools/.install.lock");
-            lock.lock().expect("cannot lock <repo>/.tools/.install.lock");
-            if !installed() {
-                let spec = format!("@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}");
-                let output = Command::new("npm")
-                    .args(["install", "--no-audit", "--no-fund", "--save-exact", "--prefix"])
-                    .arg(&tools)
-                    .arg(&spec)
-                    .output()
-                    .unwrap_or_else(|e| {
-                        panic!(
-                            "the ishiki-mcp tests need `npm` on PATH to install {spec} into {}: {e}",
-                            tools.display()
-                        )
-                    });
-                assert!(
-                    output.status.success(),
-                    "npm install {spec} failed:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-                assert!(installed(), "npm installed {spec} but {} is missing", entry.display());
-            }
-            drop(lock);
+            let spec = format!("@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}");
+            npm_install(&tools, &spec, installed);
             entry
         })
         .clone()
+}
+
+/// Whether the npm package whose `package.json` is `manifest` is at `version`.
+fn installed_version(manifest: &Path, version: &str) -> bool {
+    std::fs::read_to_string(manifest)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .is_some_and(|p| p["version"] == version)
+}
+
+/// Installs `spec` into `tools` with npm unless `installed` says it is there, under a file
+/// lock that any test process may hold; panics if npm fails or leaves it missing.
+fn npm_install(tools: &Path, spec: &str, installed: impl Fn() -> bool) {
+    if installed() {
+        return;
+    }
+    std::fs::create_dir_all(tools).expect("cannot create <repo>/.tools");
+    let lock = std::fs::File::create(tools.join(".install.lock"))
+        .expect("cannot create <repo>/.tools/.install.lock");
+    lock.lock()
+        .expect("cannot lock <repo>/.tools/.install.lock");
+    if !installed() {
+        let output = Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--save-exact",
+                "--prefix",
+            ])
+            .arg(tools)
+            .arg(spec)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "the ishiki-mcp tests need `npm` on PATH to install {spec} into {}: {e}",
+                    tools.display()
+                )
+            });
+        assert!(
+            output.status.success(),
+            "npm install {spec} failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(installed(), "npm installed {spec} but it is missing");
+    }
+    drop(lock);
 }
 
 /// The official TypeScript SDK v2 (`@modelcontextprotocol/server`) the `2026-07-28` tests'
@@ -113,41 +131,10 @@ pub(crate) fn sdk_v2() -> PathBuf {
         node();
         let tools = repo_root().join(".tools");
         let manifest = tools.join("node_modules/@modelcontextprotocol/server/package.json");
-        let installed = || {
-            std::fs::read_to_string(&manifest)
-                .ok()
-                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-                .is_some_and(|p| p["version"] == SDK_V2)
-        };
-        if !installed() {
-            // The reference server first, so that both land in one package.json.
-            everything_entry();
-            let lock = std::fs::File::create(tools.join(".install.lock"))
-                .expect("cannot create <repo>/.tools/.install.lock");
-            lock.lock()
-                .expect("cannot lock <repo>/.tools/.install.lock");
-            if !installed() {
-                let spec = format!("@modelcontextprotocol/server@{SDK_V2}");
-                let output = Command::new("npm")
-                    .args([
-                        "install",
-                        "--no-audit",
-                        "--no-fund",
-                        "--save-exact",
-                        "--prefix",
-                    ])
-                    .arg(&tools)
-                    .arg(&spec)
-                    .output()
-                    .unwrap_or_else(|e| panic!("cannot run npm to install {spec}: {e}"));
-                assert!(
-                    output.status.success(),
-                    "npm install {spec} failed:\n{}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            }
-            drop(lock);
-        }
+        // The reference server first, so that both land in one package.json.
+        everything_entry();
+        let spec = format!("@modelcontextprotocol/server@{SDK_V2}");
+        npm_install(&tools, &spec, || installed_version(&manifest, SDK_V2));
         tools
     })
     .clone()
