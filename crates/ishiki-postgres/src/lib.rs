@@ -333,6 +333,18 @@ impl HistoryStore for PostgresStore {
                     let value = parse_json("ishiki_meta", &key, &json)?;
                     state.meta.insert(key, value);
                 }
+                let rows = tx
+                    .query(
+                        "SELECT id, json FROM ishiki_delivery WHERE conversation = $1",
+                        &[&conversation],
+                    )
+                    .map_err(&fail)?;
+                for row in &rows {
+                    let id: String = column(row, 0, "ishiki_delivery", "?")?;
+                    let json: String = column(row, 1, "ishiki_delivery", &id)?;
+                    let value = parse_json("ishiki_delivery", &id, &json)?;
+                    state.delivery_records.insert(id, value);
+                }
                 tx.commit().map_err(&fail)?;
                 Ok(state)
             })
@@ -414,6 +426,10 @@ impl HistoryStore for PostgresStore {
                 }
                 for (key, value) in &batch.meta {
                     tx.execute(&st.put_meta, &[&conversation, key, &value.to_string()])
+                        .map_err(&fail)?;
+                }
+                for (id, value) in &batch.delivery_records {
+                    tx.execute(&st.put_delivery, &[&conversation, id, &value.to_string()])
                         .map_err(&fail)?;
                 }
                 tx.commit().map_err(&fail)

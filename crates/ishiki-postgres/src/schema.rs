@@ -8,7 +8,8 @@ use crate::{SCHEMA_VERSION, db};
 
 /// Migration `n` (1-based) moves the schema from version `n - 1` to `n`. Append only: a
 /// released migration never changes.
-pub(crate) const MIGRATIONS: &[&str] = &["
+pub(crate) const MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE ishiki_leases (
     conversation TEXT PRIMARY KEY,
     token BIGINT NOT NULL,
@@ -44,7 +45,24 @@ CREATE TABLE ishiki_meta (
     json TEXT NOT NULL,
     PRIMARY KEY (conversation, key)
 );
-"];
+",
+    "
+-- Each attachment record's delivery state in its own row, so a commit writes only the records
+-- whose state changed (issue 26); the documents version 1 kept are split into rows here.
+CREATE TABLE ishiki_delivery (
+    conversation TEXT NOT NULL,
+    id TEXT NOT NULL,
+    json TEXT NOT NULL,
+    PRIMARY KEY (conversation, id)
+);
+INSERT INTO ishiki_delivery (conversation, id, json)
+    SELECT s.conversation, r.value ->> 'id', r.value::text
+    FROM ishiki_state s, json_array_elements(s.json::json -> 'records') AS r(value)
+    WHERE s.key = 'delivery'
+    ON CONFLICT (conversation, id) DO UPDATE SET json = excluded.json;
+DELETE FROM ishiki_state WHERE key = 'delivery';
+",
+];
 
 /// The advisory lock key that serializes migrations (any constant; "ishiki" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6973_6869_6b69;
@@ -57,6 +75,7 @@ pub(crate) struct Statements {
     pub(crate) insert_attachment: Statement,
     pub(crate) put_state: Statement,
     pub(crate) put_meta: Statement,
+    pub(crate) put_delivery: Statement,
 }
 
 fn newer_schema(version: i32) -> StoreError {
@@ -135,6 +154,10 @@ pub(crate) fn prepare(client: &mut Client) -> Result<Statements, StoreError> {
         put_meta: p(
             "INSERT INTO ishiki_meta (conversation, key, json) VALUES ($1, $2, $3)
              ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
+        )?,
+        put_delivery: p(
+            "INSERT INTO ishiki_delivery (conversation, id, json) VALUES ($1, $2, $3)
+             ON CONFLICT (conversation, id) DO UPDATE SET json = excluded.json",
         )?,
     })
 }

@@ -151,10 +151,35 @@ impl DeliveryState {
             self.apply(&mut fresh, m, |s| s.reason_delivered = true);
         }
         if !fresh.is_empty() {
-            // New records arrive last, so this sort mostly sees an already ordered run.
+            fresh.sort_by(|a, b| a.key().cmp(&b.key()));
+            // New records arrive last: then they go at the end as they are, without a pass over
+            // every state (issue 26: a commit's cost must not grow with the conversation).
+            let in_order = match (self.entries.last(), fresh.first()) {
+                (Some(last), Some(first)) => last.key() < first.key(),
+                _ => true,
+            };
             self.entries.append(&mut fresh);
-            self.entries.sort_by(|a, b| a.key().cmp(&b.key()));
+            if !in_order {
+                self.entries.sort_by(|a, b| a.key().cmp(&b.key()));
+            }
         }
+    }
+
+    /// The states `change` leaves to the records it names, as [`commit`](Self::commit) would
+    /// make them, and nothing else: what a store that keeps each record's state in its own row
+    /// writes with the response, without copying or rewriting the whole state.
+    pub fn changed_by(&self, change: &PendingChange) -> DeliveryState {
+        let mut touched = DeliveryState::new();
+        for m in change.marks() {
+            let key = (m.seq, m.id.as_str());
+            if let Ok(i) = self.entries.binary_search_by(|e| e.key().cmp(&key)) {
+                touched.entries.push(self.entries[i].clone());
+            }
+        }
+        touched.entries.sort_by(|a, b| a.key().cmp(&b.key()));
+        touched.entries.dedup_by(|a, b| a.key() == b.key());
+        touched.commit(change);
+        touched
     }
 
     fn apply(&mut self, fresh: &mut Vec<Entry>, m: &Mark, f: impl FnOnce(&mut RecordState)) {
@@ -282,10 +307,16 @@ impl PendingChange {
 
     /// True when committing would change nothing.
     pub fn is_empty(&self) -> bool {
-        self.viewed.is_empty()
-            && self.consumed.is_empty()
-            && self.released.is_empty()
-            && self.reason_delivered.is_empty()
+        self.marks().next().is_none()
+    }
+
+    /// Every record the change names, list by list.
+    fn marks(&self) -> impl Iterator<Item = &Mark> {
+        self.viewed
+            .iter()
+            .chain(&self.consumed)
+            .chain(&self.released)
+            .chain(&self.reason_delivered)
     }
 }
 
@@ -338,5 +369,58 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].0, "a");
         assert!(got[1].1.viewed && got[1].1.released);
+    }
+
+    fn mark(seq: u64, id: &str) -> Mark {
+        Mark {
+            id: id.to_owned(),
+            seq,
+        }
+    }
+
+    proptest::proptest! {
+        /// `changed_by` is exactly the named records' part of the committed state, so a store
+        /// that writes only it and reads the union back has what a whole-state write had.
+        #[test]
+        fn changed_by_is_the_part_of_the_commit_it_names(
+            before in proptest::collection::vec((0u64..40, 0u8..16), 0..30),
+            lists in proptest::collection::vec(proptest::collection::vec(0u64..50, 0..8), 4),
+        ) {
+            let id = |seq: u64| format!("r{seq}");
+            let mut old = DeliveryState::new();
+            for (seq, flags) in before {
+                old.entries.push(Entry {
+                    id: id(seq),
+                    seq,
+                    state: RecordState {
+                        viewed: flags & 1 != 0,
+                        consumed: flags & 2 != 0,
+                        released: flags & 4 != 0,
+                        reason_delivered: flags & 8 != 0,
+                    },
+                });
+            }
+            let old = DeliveryState::from(Wire { records: old.entries });
+            let marks = |k: usize| lists[k].iter().map(|&seq| mark(seq, &id(seq))).collect();
+            let change = PendingChange {
+                viewed: marks(0),
+                consumed: marks(1),
+                released: marks(2),
+                reason_delivered: marks(3),
+            };
+            let mut committed = old.clone();
+            committed.commit(&change);
+            let changed = old.changed_by(&change);
+            let named: std::collections::BTreeSet<(u64, &str)> =
+                change.marks().map(|m| (m.seq, m.id.as_str())).collect();
+            let expected: Vec<&Entry> =
+                committed.entries.iter().filter(|e| named.contains(&e.key())).collect();
+            proptest::prop_assert_eq!(changed.entries.iter().collect::<Vec<_>>(), expected);
+            // The old state with the changed entries laid over it is the committed state.
+            let mut union = old.entries.clone();
+            union.retain(|e| !named.contains(&e.key()));
+            union.extend(changed.entries.iter().cloned());
+            proptest::prop_assert_eq!(DeliveryState::from(Wire { records: union }), committed);
+        }
     }
 }

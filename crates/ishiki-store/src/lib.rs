@@ -72,8 +72,14 @@ pub struct Batch {
     pub withdrawn: Vec<String>,
     /// New attachment records (`ishiki.attachment`, PRJ-1), appended in this order.
     pub attachments: Vec<StoredAttachment>,
-    /// The whole delivery state, replacing the stored one (PRJ-13).
+    /// A whole delivery state, replacing the stored one (PRJ-13). Stores of schema version 1
+    /// kept the state this way; `ishiki-core` now writes [`Batch::delivery_records`] and
+    /// reads both (a record's flags are the union of the two).
     pub delivery: Option<Value>,
+    /// The delivery state of single attachment records, inserted or replaced by record id:
+    /// a commit writes only the records whose state changed, so its cost does not grow with
+    /// the conversation (issue 26).
+    pub delivery_records: Vec<(String, Value)>,
     /// The whole catalog state (the discovered set), replacing the stored one.
     pub catalog: Option<Value>,
     /// Metadata entries, inserted or replaced by key.
@@ -113,6 +119,7 @@ impl Batch {
             && self.withdrawn.is_empty()
             && self.attachments.is_empty()
             && self.delivery.is_none()
+            && self.delivery_records.is_empty()
             && self.catalog.is_none()
             && self.meta.is_empty()
     }
@@ -143,8 +150,10 @@ pub struct StoredState {
     pub messages: Vec<(StoredMessage, bool)>,
     /// Attachment records in commit order.
     pub attachments: Vec<StoredAttachment>,
-    /// The latest delivery state, if one was ever committed.
+    /// The latest whole delivery state, if one was ever committed ([`Batch::delivery`]).
     pub delivery: Option<Value>,
+    /// The delivery state of single records by record id ([`Batch::delivery_records`]).
+    pub delivery_records: BTreeMap<String, Value>,
     /// The latest catalog state, if one was ever committed.
     pub catalog: Option<Value>,
     /// Metadata by key.

@@ -75,6 +75,9 @@ impl HistoryStore for MemoryStore {
                 }
             }
             state.attachments.extend(batch.attachments.iter().cloned());
+            for (id, value) in &batch.delivery_records {
+                state.delivery_records.insert(id.clone(), value.clone());
+            }
             if let Some(delivery) = &batch.delivery {
                 state.delivery = Some(delivery.clone());
             }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::meta::Meta;
 use super::{
-    CatalogBlob, Entry, MessageRecord, PlannedCall, Prepared, Runtime, stored_message, to_json,
+    Entry, MessageRecord, PlannedCall, Prepared, Runtime, delivery_records, stored_message, to_json,
 };
 use crate::error::RuntimeError;
 use crate::message::{Message, ModelResponse, Part, Role, ToolCall};
@@ -181,8 +181,9 @@ impl Runtime {
             created_at: self.now(),
             content,
         };
-        let mut delivery = self.delivery.clone();
-        delivery.commit(&prepared.pending);
+        // Only the records this request changed: the whole state is neither copied nor
+        // rewritten (issue 26).
+        let changed = self.delivery.changed_by(&prepared.pending);
         let mut batch = Batch::default();
         if let Some(delta) = &prepared.delta {
             batch.messages.push(stored_message(delta)?);
@@ -198,11 +199,8 @@ impl Runtime {
             id: assistant.id.clone(),
             json: to_json(&record)?,
         });
-        batch.delivery = Some(to_json(&delivery)?);
-        batch.catalog = Some(to_json(&CatalogBlob {
-            catalog: Some(self.shared.catalog_mut().state()),
-            announced: prepared.announced.clone(),
-        })?);
+        batch.delivery_records = delivery_records(&changed)?;
+        self.put_catalog(&mut batch, &prepared.announced)?;
         let mut context = prepared.next_context;
         if let Some(usage) = &response.usage {
             context.calibrate(prepared.raw_estimate, usage.input_tokens);
@@ -215,8 +213,9 @@ impl Runtime {
         Meta::Step.put(&mut batch, &step)?;
         Meta::PendingCalls.put(&mut batch, &planned)?;
         self.commit_batch(&batch, "cannot store the response")?;
+        self.catalog_committed(batch);
         self.step = step;
-        self.delivery = delivery;
+        self.delivery.commit(&prepared.pending);
         self.announced = prepared.announced;
         self.last_sent = prepared.request.messages;
         self.context = context;

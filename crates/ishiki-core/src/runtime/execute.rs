@@ -9,8 +9,7 @@ use ishiki_tool::{ToolContext, ToolErrorKind};
 
 use super::meta::Meta;
 use super::{
-    CallReport, CatalogBlob, Entry, PlannedCall, Runtime, stored_message, stored_record, to_json,
-    validation_error,
+    CallReport, Entry, PlannedCall, Runtime, stored_message, stored_record, validation_error,
 };
 use crate::builtin::{self, DirectCall};
 use crate::convert;
@@ -64,12 +63,10 @@ impl Runtime {
             record.seq = (self.records.len() + k) as u64;
             batch.attachments.push(stored_record(record, None)?);
         }
-        batch.catalog = Some(to_json(&CatalogBlob {
-            catalog: Some(self.shared.catalog_mut().state()),
-            announced: self.announced.clone(),
-        })?);
+        self.put_catalog(&mut batch, &self.announced)?;
         Meta::PendingCalls.put(&mut batch, &[] as &[super::PlannedCall])?;
         self.commit_batch(&batch, "cannot store the tool results")?;
+        self.catalog_committed(batch);
         self.planned.clear();
         self.executing = false;
         self.history.push(Entry::new(Arc::new(message), false));

@@ -37,6 +37,7 @@ use crate::store::{Batch, Durability, HistoryStore, StoredAttachment, StoredMess
 mod commit;
 mod compact;
 mod execute;
+mod history;
 mod media;
 mod meta;
 mod open;
@@ -415,13 +416,16 @@ pub struct Runtime {
     /// `execute` run in a task on a multi-threaded executor; every use has `&mut self`, so the
     /// lock is never contended (`get_mut`).
     store: Mutex<Box<dyn HistoryStore>>,
-    history: Vec<Entry>,
+    history: history::History,
     records: Vec<AttachmentRecord>,
     not_downloaded: BTreeMap<String, String>,
     /// Records a provider refused (record id → its reason): terminal from the next request.
     /// In memory only; their reason is persisted as delivered with the next response.
     rejected: BTreeMap<String, String>,
     delivery: DeliveryState,
+    /// The catalog state as the store holds it: a commit writes the catalog only when it
+    /// differs (issue 26), which is at a discovery, not at every step.
+    catalog_stored: Option<Value>,
     announced: Vec<String>,
     step: u64,
     planned: Vec<PlannedCall>,
@@ -639,6 +643,43 @@ struct MessageRecord {
     /// diagnosis.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     input_transformations: Vec<Value>,
+}
+
+/// The delivery state of single records as the store keeps them: each entry of `state`'s
+/// serialized form (`{"records": [{"id", "seq", flags…}]}`), keyed by its record's id.
+fn delivery_records(state: &DeliveryState) -> Result<Vec<(String, Value)>, RuntimeError> {
+    let Value::Object(mut wire) = to_json(state)? else {
+        return Ok(Vec::new());
+    };
+    let Some(Value::Array(records)) = wire.remove("records") else {
+        return Ok(Vec::new());
+    };
+    Ok(records
+        .into_iter()
+        .filter_map(|r| Some((r.get("id")?.as_str()?.to_owned(), r)))
+        .collect())
+}
+
+impl Runtime {
+    /// Puts the catalog state (with `announced`) into `batch` when it differs from the one the
+    /// store holds; [`Runtime::catalog_committed`] records it once the batch is stored.
+    fn put_catalog(&self, batch: &mut Batch, announced: &[String]) -> Result<(), RuntimeError> {
+        let catalog = to_json(&CatalogBlob {
+            catalog: Some(self.shared.catalog_mut().state()),
+            announced: announced.to_vec(),
+        })?;
+        if self.catalog_stored.as_ref() != Some(&catalog) {
+            batch.catalog = Some(catalog);
+        }
+        Ok(())
+    }
+
+    /// After `batch` was stored: what the store now holds of the catalog.
+    fn catalog_committed(&mut self, batch: Batch) {
+        if let Some(catalog) = batch.catalog {
+            self.catalog_stored = Some(catalog);
+        }
+    }
 }
 
 fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<Value, RuntimeError> {

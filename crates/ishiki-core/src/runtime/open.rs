@@ -12,11 +12,12 @@ use ishiki_resources::{
 };
 use ishiki_tool::{Tool, ToolErrorKind};
 use ishiki_toolsearch::Catalog;
+use serde_json::Value;
 
 use super::meta::Meta;
 use super::{
     CallReport, CatalogBlob, Entry, MessageRecord, PlannedCall, Runtime, RuntimeBuilder,
-    StoredRecord, checked_definition, stored_message,
+    StoredRecord, checked_definition, delivery_records, stored_message, to_json,
 };
 use crate::builtin::Shared;
 use crate::context::{ContextState, Window};
@@ -162,7 +163,7 @@ impl Runtime {
             RuntimeError::store(context, &e)
         })?;
 
-        let mut history = Vec::new();
+        let mut history = super::history::History::default();
         for (m, withdrawn) in stored.messages {
             let row = format!("id `{}`", m.id);
             // The record's usage and input transformations are decoded as strictly as the
@@ -194,10 +195,8 @@ impl Runtime {
             }
             records.push(stored.record);
         }
-        let delivery: DeliveryState = match stored.delivery {
-            Some(v) => decode::strict("state", "key `delivery`", v)?,
-            None => DeliveryState::default(),
-        };
+        let delivery = delivery_state(stored.delivery, stored.delivery_records)?;
+        let catalog_stored = stored.catalog.clone();
         let blob: CatalogBlob = match stored.catalog {
             Some(v) => decode::strict("state", "key `catalog`", v)?,
             None => CatalogBlob::default(),
@@ -245,6 +244,7 @@ impl Runtime {
             not_downloaded,
             rejected: BTreeMap::new(),
             delivery,
+            catalog_stored,
             announced,
             step,
             planned: Vec::new(),
@@ -352,4 +352,46 @@ fn semantic_catalog(
         ));
     }
     Ok(catalog)
+}
+
+/// The delivery state from the store: a whole state (what stores before schema version 2
+/// kept, or a store that still writes one) with the single records' states over it. A record
+/// in both has the union of the flags, which only ever turn on.
+fn delivery_state(
+    whole: Option<Value>,
+    records: BTreeMap<String, Value>,
+) -> Result<DeliveryState, RuntimeError> {
+    let mut entries = Vec::new();
+    if let Some(v) = whole {
+        let state: DeliveryState = decode::strict("state", "key `delivery`", v)?;
+        if records.is_empty() {
+            return Ok(state);
+        }
+        entries.extend(delivery_records(&state)?.into_iter().map(|(_, e)| e));
+    }
+    for (id, value) in records {
+        // Each row on its own, so a damaged one is named by its id.
+        let row = format!("id `{id}`");
+        let decoded: DeliveryRow = decode::strict("delivery", &row, value)?;
+        if decoded.id != id {
+            return Err(decode::damaged(
+                "delivery",
+                &row,
+                format!("the row holds the state of record `{}`", decoded.id),
+            ));
+        }
+        entries.push(to_json(&decoded)?);
+    }
+    serde_json::from_value(serde_json::json!({ "records": entries }))
+        .map_err(|e| decode::damaged("delivery", "its rows", e))
+}
+
+/// A row of the store's delivery records: one record's state, as the projection's delivery
+/// state writes each of its entries.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct DeliveryRow {
+    id: String,
+    seq: u64,
+    #[serde(flatten)]
+    state: ishiki_projection::RecordState,
 }

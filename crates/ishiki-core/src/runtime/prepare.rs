@@ -1,7 +1,7 @@
 //! Preparing a request: inbound messages and their images (PRJ-2), withdrawals, asset
 //! cleanup, and the projection of history into the next request (PRJ-*).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ impl Runtime {
         text: &str,
         images: &[Vec<u8>],
     ) -> Result<Vec<AttachmentInfo>, RuntimeError> {
-        if self.history.iter().any(|e| e.message.id == id) {
+        if self.history.position(id).is_some() {
             return Err(RuntimeError::new(
                 RuntimeErrorKind::Usage,
                 format!("message id `{id}` is already used"),
@@ -148,12 +148,12 @@ impl Runtime {
 
     /// Whether a message with this id is in the history (ids must be unique).
     pub fn has_message(&self, id: &str) -> bool {
-        self.history.iter().any(|e| e.message.id == id)
+        self.history.position(id).is_some()
     }
 
     /// Withdraws a platform message: it and its attachments leave the context (PRJ-7, PRJ-11).
     pub fn withdraw(&mut self, id: &str) -> Result<(), RuntimeError> {
-        let Some(index) = self.history.iter().position(|e| e.message.id == id) else {
+        let Some(index) = self.history.position(id) else {
             return Err(RuntimeError::new(
                 RuntimeErrorKind::Usage,
                 format!("no message `{id}` to withdraw"),
@@ -164,7 +164,7 @@ impl Runtime {
             ..Batch::default()
         };
         self.commit_batch(&batch, "cannot store the withdrawal")?;
-        self.history[index].withdrawn = true;
+        self.history.withdraw(index);
         Ok(())
     }
 
@@ -188,37 +188,6 @@ impl Runtime {
             cache.insert(url.clone(), Err(MediaFailure::Deleted));
         }
         Ok(deleted)
-    }
-
-    /// The ids of the user messages and tool results in the active context, borrowed from
-    /// history (a step copies no id): not withdrawn, not compacted (`from` is the first history
-    /// index the compaction keeps), and no folded result — a folded result's attachments leave
-    /// with it (PRJ-7, PRJ-11).
-    fn active_sources<'a>(
-        &'a self,
-        from: usize,
-        folded: &HashSet<&str>,
-    ) -> (HashSet<&'a str>, HashSet<&'a str>) {
-        let mut messages = HashSet::new();
-        let mut calls = HashSet::new();
-        for entry in self.history[from..].iter().filter(|e| !e.withdrawn) {
-            match entry.message.role {
-                Role::User => {
-                    messages.insert(entry.message.id.as_str());
-                }
-                Role::Tool => {
-                    for part in &entry.message.content {
-                        if let Part::ToolResult { call_id, .. } = part
-                            && !folded.contains(call_id.as_str())
-                        {
-                            calls.insert(call_id.as_str());
-                        }
-                    }
-                }
-                Role::System | Role::Assistant => {}
-            }
-        }
-        (messages, calls)
     }
 
     /// Projects the next request (PRJ-3): history, attachment messages after their sources,
@@ -494,24 +463,26 @@ impl Runtime {
     fn project_messages(&self, ctx: &ContextState) -> Result<Projected, RuntimeError> {
         let from = self.compacted_upto(ctx);
         let folded = ctx.folded();
-        let (active_messages, active_calls) = self.active_sources(from, &folded);
+        // A source is active when it is at or after the compaction's cut, not withdrawn, and
+        // (a result) not folded: a folded result's attachments leave with it (PRJ-7, PRJ-11).
+        // The projection asks only about records still in play, and each question is a
+        // lookup: nothing here passes over the whole history.
         let active = |link: &SourceLink| match link {
-            SourceLink::Message { message_id } => active_messages.contains(message_id.as_str()),
-            SourceLink::ToolResult { call_id } => active_calls.contains(call_id.as_str()),
+            SourceLink::Message { message_id } => {
+                self.history.user_message_active(message_id, from)
+            }
+            SourceLink::ToolResult { call_id } => {
+                !folded.contains(call_id.as_str()) && self.history.result_active(call_id, from)
+            }
         };
-        let verdicts: HashMap<String, Verdict> = self
-            .records
-            .iter()
-            .filter(|r| active(&r.source))
-            .map(|r| (r.id.clone(), self.verdict(r)))
-            .collect();
         let verdict = |r: &AttachmentRecord| {
-            verdicts
-                .get(&r.id)
-                .cloned()
-                .unwrap_or(Verdict::Unavailable {
+            if active(&r.source) {
+                self.verdict(r)
+            } else {
+                Verdict::Unavailable {
                     reason: "its source is no longer in the conversation".to_owned(),
-                })
+                }
+            }
         };
         let config = self.attachment_config();
         let projection = ishiki_projection::project(&ProjectionInput {
@@ -524,14 +495,25 @@ impl Runtime {
             audio_input: self.shared.assembly.audio_input,
         });
 
-        // Attachment messages go right after their source: a user message or a tool result.
-        let mut after_message: HashMap<String, Vec<Arc<Message>>> = HashMap::new();
-        let mut after_call: HashMap<String, Vec<Arc<Message>>> = HashMap::new();
+        // Attachment messages go right after their source: a user message, or a tool result
+        // (in the order of the results in their message). Keyed by where that is in history.
+        let mut attached: BTreeMap<(usize, usize), Vec<Arc<Message>>> = BTreeMap::new();
         for m in projection.messages {
-            let slot = match m.after {
-                SourceLink::Message { message_id } => after_message.entry(message_id),
-                SourceLink::ToolResult { call_id } => after_call.entry(call_id),
+            let place = match &m.after {
+                SourceLink::Message { message_id } => {
+                    self.history.position(message_id).map(|i| (i, 0))
+                }
+                SourceLink::ToolResult { call_id } => {
+                    self.history.result_position(call_id).and_then(|i| {
+                        let parts = &self.history.message(i)?.content;
+                        let part = parts.iter().position(
+                            |p| matches!(p, Part::ToolResult { call_id: c, .. } if c == call_id),
+                        )?;
+                        Some((i, part))
+                    })
+                }
             };
+            let Some(place) = place else { continue };
             let mut content = Vec::new();
             for c in m.content {
                 match c {
@@ -541,7 +523,7 @@ impl Runtime {
                     } => content.push(self.media_part(&url, &media_type)),
                 }
             }
-            slot.or_default().push(Arc::new(Message {
+            attached.entry(place).or_default().push(Arc::new(Message {
                 id: m.id,
                 role: Role::User,
                 created_at: m.created_at,
@@ -565,31 +547,27 @@ impl Runtime {
             raw += tokens;
             messages.push(message);
         };
-        for entry in self.history[from..].iter().filter(|e| !e.withdrawn) {
+        let mut attached = attached.into_iter().peekable();
+        for (index, entry) in self.history.iter().enumerate().skip(from) {
+            if entry.withdrawn {
+                continue;
+            }
             let (shown, tokens) = self.shown(entry, ctx, &folded);
             push(shown, tokens, &mut messages);
-            match entry.message.role {
-                Role::User if !after_message.is_empty() => {
-                    if let Some(attached) = after_message.remove(entry.message.id.as_str()) {
-                        for m in attached {
-                            let t = crate::context::message_tokens(&m);
-                            push(m, t, &mut messages);
-                        }
+            // What is placed after an entry skipped above (none is: its sources are not
+            // active) is dropped with it.
+            while let Some(((at, _), _)) = attached.peek()
+                && *at <= index
+            {
+                let Some(((at, _), after)) = attached.next() else {
+                    break;
+                };
+                if at == index {
+                    for m in after {
+                        let t = crate::context::message_tokens(&m);
+                        push(m, t, &mut messages);
                     }
                 }
-                Role::Tool if !after_call.is_empty() => {
-                    for part in &entry.message.content {
-                        if let Part::ToolResult { call_id, .. } = part
-                            && let Some(attached) = after_call.remove(call_id.as_str())
-                        {
-                            for m in attached {
-                                let t = crate::context::message_tokens(&m);
-                                push(m, t, &mut messages);
-                            }
-                        }
-                    }
-                }
-                _ => {}
             }
         }
         Ok(Projected {

@@ -18,8 +18,10 @@ fn db_error(error: rusqlite::Error) -> StoreError {
     StoreError::new(StoreErrorKind::Database, format!("history store: {error}"))
 }
 
-/// The schema version this crate writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+/// The schema version this crate writes (`PRAGMA user_version`): 2 keeps each attachment
+/// record's delivery state in its own row (`delivery`) instead of one document rewritten at
+/// every commit (issue 26).
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE messages (
@@ -41,6 +43,24 @@ CREATE TABLE meta (
     key TEXT PRIMARY KEY,
     json TEXT NOT NULL
 );
+CREATE TABLE delivery (
+    id TEXT PRIMARY KEY,
+    json TEXT NOT NULL
+);
+";
+
+/// Version 1 → 2: the delivery document (`state` key `delivery`, `{"records": [...]}`) becomes
+/// one `delivery` row per record, keyed by the record's id. Same flags, same rows' JSON.
+const MIGRATE_1_TO_2: &str = "
+CREATE TABLE delivery (
+    id TEXT PRIMARY KEY,
+    json TEXT NOT NULL
+);
+INSERT OR REPLACE INTO delivery (id, json)
+    SELECT json_extract(r.value, '$.id'), r.value
+    FROM state, json_each(state.json, '$.records') AS r
+    WHERE state.key = 'delivery';
+DELETE FROM state WHERE key = 'delivery';
 ";
 
 /// The embedded default store: one SQLite file in WAL mode, one transaction per commit.
@@ -153,6 +173,19 @@ impl SqliteStore {
                     .map_err(db_error)?;
             }
             SCHEMA_VERSION => check_tables(&tx)?,
+            1 => {
+                tx.execute_batch(MIGRATE_1_TO_2).map_err(|e| {
+                    StoreError::new(
+                        StoreErrorKind::Corrupt,
+                        format!(
+                            "cannot move the history store's delivery state to schema version {SCHEMA_VERSION}: {e}"
+                        ),
+                    )
+                })?;
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                    .map_err(db_error)?;
+                check_tables(&tx)?;
+            }
             newer => {
                 return Err(StoreError::new(
                     StoreErrorKind::Version,
@@ -175,7 +208,7 @@ fn cannot_open(path: &Path, e: &rusqlite::Error) -> StoreError {
 }
 
 /// The tables of the schema, all of which a versioned store must have.
-const TABLES: [&str; 4] = ["messages", "attachments", "state", "meta"];
+const TABLES: [&str; 5] = ["messages", "attachments", "state", "meta", "delivery"];
 
 fn check_tables(conn: &Connection) -> Result<(), StoreError> {
     for table in TABLES {
@@ -309,29 +342,33 @@ impl HistoryStore for SqliteStore {
         drop(rows);
         drop(statement);
 
-        let keyed = |table: &str| -> Result<Vec<(String, Value)>, StoreError> {
+        // A table of `(column, json)` rows, in the key column's order.
+        let keyed = |table: &str, column: &str| -> Result<Vec<(String, Value)>, StoreError> {
             let mut statement = tx
-                .prepare(&format!("SELECT key, json FROM {table} ORDER BY key"))
+                .prepare(&format!(
+                    "SELECT {column}, json FROM {table} ORDER BY {column}"
+                ))
                 .map_err(db_error)?;
             let mut rows = statement.query([]).map_err(db_error)?;
             let mut out = Vec::new();
             while let Some(row) = rows.next().map_err(db_error)? {
                 let Some(key) = text(row.get_ref(0).map_err(db_error)?) else {
-                    return Err(corrupt(table, "a row", "the key is not text"));
+                    return Err(corrupt(table, "a row", format!("the {column} is not text")));
                 };
-                let json = json_column(row, 1, table, &format!("key `{key}`"))?;
+                let json = json_column(row, 1, table, &format!("{column} `{key}`"))?;
                 out.push((key, json));
             }
             Ok(out)
         };
-        for (key, json) in keyed("state")? {
+        for (key, json) in keyed("state", "key")? {
             match key.as_str() {
                 "delivery" => state.delivery = Some(json),
                 "catalog" => state.catalog = Some(json),
                 _ => {} // written by a later version; not this build's to read
             }
         }
-        state.meta = keyed("meta")?.into_iter().collect();
+        state.meta = keyed("meta", "key")?.into_iter().collect();
+        state.delivery_records = keyed("delivery", "id")?.into_iter().collect();
 
         tx.commit().map_err(db_error)?;
         Ok(state)
@@ -422,6 +459,17 @@ impl HistoryStore for SqliteStore {
             if let Some(catalog) = &batch.catalog {
                 put_state
                     .execute(params!["catalog", to_text(catalog)])
+                    .map_err(db_error)?;
+            }
+            let mut put_delivery = tx
+                .prepare_cached(
+                    "INSERT INTO delivery (id, json) VALUES (?1, ?2)
+                     ON CONFLICT (id) DO UPDATE SET json = excluded.json",
+                )
+                .map_err(db_error)?;
+            for (id, value) in &batch.delivery_records {
+                put_delivery
+                    .execute(params![id, to_text(value)])
                     .map_err(db_error)?;
             }
 

@@ -405,11 +405,15 @@ async fn sec4_a_stored_row_of_the_wrong_shape_is_an_error_naming_its_table_and_r
     let cases: Vec<(&str, String)> = vec![
         (
             "delivery state of the wrong shape",
-            r#"UPDATE state SET json = '{"x":1}' WHERE key = 'delivery'"#.to_owned(),
+            r#"UPDATE delivery SET json = '{"x":1}' WHERE id = (SELECT min(id) FROM delivery)"#.to_owned(),
         ),
         (
             "delivery state with an unknown field in a record",
-            r#"UPDATE state SET json = json_set(json, '$.records[0].delivered', 1) WHERE key = 'delivery'"#.to_owned(),
+            r#"UPDATE delivery SET json = json_set(json, '$.delivered', 1) WHERE id = (SELECT min(id) FROM delivery)"#.to_owned(),
+        ),
+        (
+            "delivery state of another record",
+            r#"UPDATE delivery SET json = json_set(json, '$.id', 'other') WHERE id = (SELECT min(id) FROM delivery)"#.to_owned(),
         ),
         (
             "catalog with an unknown field",

@@ -42,6 +42,10 @@ fn history() -> Vec<Batch> {
         Batch {
             messages: vec![message("mid", 3)],
             withdrawn: vec!["zeta".into()],
+            delivery_records: vec![
+                ("a2".into(), json!({ "id": "a2", "seq": 0, "viewed": true })),
+                ("a1".into(), json!({ "id": "a1", "seq": 1 })),
+            ],
             catalog: Some(json!({ "discovered": ["write_file"] })),
             meta: vec![("session".into(), json!("s2")), ("step".into(), json!(2))],
             ..Batch::default()
@@ -50,6 +54,11 @@ fn history() -> Vec<Batch> {
             messages: vec![message("last", 4)],
             withdrawn: vec!["last".into(), "zeta".into()],
             delivery: Some(json!({ "a2": "delivered", "a1": "delivered" })),
+            // A record's row is replaced, the others stay.
+            delivery_records: vec![(
+                "a1".into(),
+                json!({ "id": "a1", "seq": 1, "viewed": true, "consumed": true }),
+            )],
             ..Batch::default()
         },
     ]
@@ -65,6 +74,18 @@ fn expected_after_history() -> StoredState {
         ],
         attachments: vec![attachment("a2"), attachment("a1")],
         delivery: Some(json!({ "a2": "delivered", "a1": "delivered" })),
+        delivery_records: [
+            (
+                "a1".to_owned(),
+                json!({ "id": "a1", "seq": 1, "viewed": true, "consumed": true }),
+            ),
+            (
+                "a2".to_owned(),
+                json!({ "id": "a2", "seq": 0, "viewed": true }),
+            ),
+        ]
+        .into_iter()
+        .collect(),
         catalog: Some(json!({ "discovered": ["write_file"] })),
         meta: [
             ("session".to_owned(), json!("s2")),
@@ -104,6 +125,7 @@ fn failing_batches() -> Vec<(&'static str, Batch)> {
         messages: vec![message("fresh", 9)],
         attachments: vec![attachment("fresh-a")],
         delivery: Some(json!({ "poisoned": true })),
+        delivery_records: vec![("a1".into(), json!({ "poisoned": true }))],
         catalog: Some(json!({ "poisoned": true })),
         meta: vec![("session".into(), json!("poisoned"))],
         withdrawn: vec!["alpha".into()],
@@ -278,12 +300,61 @@ fn sec3_foreign_and_newer_files_are_refused_clearly() {
     assert_eq!(error.kind(), StoreErrorKind::Version);
     assert_eq!(
         error.message(),
-        "history store schema version 99 is newer than this build supports (1)"
+        "history store schema version 99 is newer than this build supports (2)"
     );
 
     let missing_dir = dir.path().join("no/such/dir/history.db");
     let error = SqliteStore::open(&missing_dir, Durability::Full).unwrap_err();
     assert_eq!(error.kind(), StoreErrorKind::Database);
+}
+
+/// A store of schema version 1 kept the delivery state as one document; opening it moves each
+/// record's state to its own row, keeps everything else, and the runtime reads the same state.
+#[test]
+fn a_version_1_store_is_migrated_with_its_delivery_state_split_into_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.db");
+    let mut store = SqliteStore::open(&path, Durability::Full).unwrap();
+    for batch in history() {
+        store.commit(&batch).unwrap();
+    }
+    drop(store);
+    let whole = json!({ "records": [
+        { "id": "a2", "seq": 0, "viewed": true, "consumed": true },
+        { "id": "a1", "seq": 1, "released": true },
+    ] });
+    {
+        // What version 1 was: no `delivery` table, the state in `state`.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("DROP TABLE delivery; PRAGMA user_version = 1;")
+            .unwrap();
+        conn.execute(
+            "UPDATE state SET json = ?1 WHERE key = 'delivery'",
+            [whole.to_string()],
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path, Durability::Full).unwrap();
+    let mut expected = expected_after_history();
+    expected.delivery = None;
+    expected.delivery_records = [
+        (
+            "a1".to_owned(),
+            json!({ "id": "a1", "seq": 1, "released": true }),
+        ),
+        (
+            "a2".to_owned(),
+            json!({ "id": "a2", "seq": 0, "viewed": true, "consumed": true }),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(store.load().unwrap(), expected);
+    let version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
 }
 
 // --- SEC-4: a writer killed with SIGKILL at random points -----------------------------------
@@ -348,6 +419,11 @@ fn crash_batch(k: u64) -> Batch {
             json: json!({ "batch": k }),
         }],
         delivery: Some(json!({ "batch": k })),
+        // One row each batch writes anew, one every batch replaces.
+        delivery_records: vec![
+            (format!("b{k}-a"), json!({ "batch": k })),
+            ("latest".into(), json!({ "batch": k })),
+        ],
         catalog: Some(json!({ "batch": k })),
         meta: vec![("last_batch".into(), json!(k))],
     }
@@ -365,6 +441,7 @@ fn crash_state(last: u64) -> StoredState {
         }
         state.attachments.extend(batch.attachments);
         state.delivery = batch.delivery;
+        state.delivery_records.extend(batch.delivery_records);
         state.catalog = batch.catalog;
         state.meta.extend(batch.meta);
     }

@@ -58,6 +58,52 @@ fn concurrent_first_opens_migrate_once() {
     assert_eq!(versions(&url), expected);
 }
 
+/// A database of schema version 1 kept each conversation's delivery state as one document;
+/// migration 2 moves each record's state to its own row, per conversation.
+#[test]
+fn a_version_1_database_is_migrated_with_its_delivery_state_split_into_rows() {
+    let Some(url) = database("a_version_1_database_is_migrated") else {
+        return;
+    };
+    for conversation in ["c1", "c2"] {
+        let mut store = open(&url, conversation);
+        store.commit(&one_message("m1")).expect("commits");
+    }
+    // What version 1 was: no `ishiki_delivery`, the state a row of `ishiki_state`.
+    client(&url)
+        .batch_execute(
+            r#"DROP TABLE ishiki_delivery;
+               DELETE FROM ishiki_schema WHERE version > 1;
+               INSERT INTO ishiki_state (conversation, key, json) VALUES
+                 ('c1', 'delivery', '{"records":[{"id":"a1","seq":0,"viewed":true},{"id":"a2","seq":1}]}'),
+                 ('c2', 'delivery', '{"records":[{"id":"a1","seq":0,"released":true}]}');"#,
+        )
+        .expect("back to version 1");
+    let state = open(&url, "c1").load().expect("loads");
+    assert_eq!(state.delivery, None);
+    assert_eq!(
+        state.delivery_records.into_iter().collect::<Vec<_>>(),
+        [
+            (
+                "a1".to_owned(),
+                json!({ "id": "a1", "seq": 0, "viewed": true })
+            ),
+            ("a2".to_owned(), json!({ "id": "a2", "seq": 1 })),
+        ]
+    );
+    assert_eq!(state.messages.len(), 1);
+    let other = open(&url, "c2").load().expect("loads");
+    assert_eq!(
+        other.delivery_records.into_iter().collect::<Vec<_>>(),
+        [(
+            "a1".to_owned(),
+            json!({ "id": "a1", "seq": 0, "released": true })
+        )]
+    );
+    let expected: Vec<i32> = (1..=SCHEMA_VERSION).collect();
+    assert_eq!(versions(&url), expected);
+}
+
 #[test]
 fn sec3_a_newer_schema_is_refused_clearly() {
     let Some(url) = database("sec3_a_newer_schema_is_refused_clearly") else {
