@@ -360,7 +360,7 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
                         let mut c = open(&options, &backends, sandbox.as_ref(), &base);
                         opens.push(opened.elapsed());
                         for n in 1..=options.steps {
-                            steps.push(step(&mut c.runtime, n).await);
+                            steps.push((n % 5, step(&mut c.runtime, n).await));
                         }
                     }
                     (steps, opens)
@@ -375,10 +375,24 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
             }
             (steps, opens, started.elapsed())
         });
-        let mut steps = steps;
+        let mut by_kind: Vec<Vec<Duration>> = vec![Vec::new(); 5];
+        for &(kind, d) in &steps {
+            by_kind[kind as usize].push(d);
+        }
+        let mut steps: Vec<Duration> = steps.into_iter().map(|(_, d)| d).collect();
         let mut opens = opens;
         steps.sort();
         opens.sort();
+        let kinds = ["answer", "read", "codemode", "send_message", "read image"];
+        let p99s: Vec<String> = by_kind
+            .iter_mut()
+            .zip(kinds)
+            .map(|(d, kind)| {
+                d.sort();
+                format!("{kind} {}", ms(percentile(d, 0.99)))
+            })
+            .collect();
+        eprintln!("p99 by step kind, {tasks} tasks: {}", p99s.join(", "));
         let rate = steps.len() as f64 / wall.as_secs_f64();
         println!(
             "| {tasks} | {rate:.0} | {} | {} | {} | {} |",

@@ -62,6 +62,10 @@ struct Inner {
 struct Pool {
     ready: VecDeque<Worker>,
     starting: usize,
+    /// Programs waiting for a worker, first come first served: a worker that becomes ready
+    /// goes to the one that has waited longest. While more wait than workers are on the way,
+    /// another starts, up to [`max_starting`].
+    waiters: VecDeque<tokio::sync::oneshot::Sender<Result<Worker, CodemodeError>>>,
     last_error: Option<CodemodeError>,
     /// What the last worker that started said confines it.
     confinement: Option<ConfinementReport>,
@@ -226,25 +230,42 @@ impl Sandbox {
         }))
     }
 
-    /// A warm worker: one from the pool, one already starting, or a new one.
+    /// A warm worker: one from the pool, or else the next to become ready once the programs
+    /// that waited longer have theirs. While more programs wait than workers are starting,
+    /// another one starts in the background (up to [`max_starting`] at once), so a burst is
+    /// served by workers started side by side, in the order the programs came.
     async fn take_worker(&self) -> Result<Worker, CodemodeError> {
-        loop {
-            let changed = self.inner.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            let starting = {
-                let mut pool = lock(&self.inner.pool);
-                if let Some(worker) = pool.ready.pop_front() {
-                    return Ok(worker);
-                }
-                pool.starting
-            };
-            if starting == 0 {
-                return spawn_worker(&self.inner).await;
+        let inner = &self.inner;
+        let turn = {
+            let mut pool = lock(&inner.pool);
+            if let Some(worker) = pool.ready.pop_front() {
+                return Ok(worker);
             }
-            changed.await;
-        }
+            if let Some(error) = pool.last_error.take() {
+                return Err(error);
+            }
+            let (turn, wait) = tokio::sync::oneshot::channel();
+            // A run dropped while it waited leaves a closed place in the queue.
+            pool.waiters.retain(|w| !w.is_closed());
+            pool.waiters.push_back(turn);
+            if pool.starting < pool.waiters.len() && pool.starting < max_starting(&inner.config) {
+                start_one(inner, &mut pool);
+            }
+            wait
+        };
+        turn.await.unwrap_or_else(|_| {
+            Err(CodemodeError::new(
+                CodemodeErrorKind::Worker,
+                "the sandbox stopped before a worker was ready",
+            ))
+        })
     }
+}
+
+/// How many workers may start at once: the warm pool's size, or one per core for a burst.
+fn max_starting(config: &SandboxConfig) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    config.prespawn.max(cores.min(8))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -262,18 +283,36 @@ fn top_up(inner: &Arc<Inner>) {
     }
     let mut pool = lock(&inner.pool);
     while pool.ready.len() + pool.starting < inner.config.prespawn {
-        pool.starting += 1;
-        let inner = Arc::clone(inner);
-        tokio::spawn(async move {
-            let result = spawn_worker(&inner).await;
-            let mut pool = lock(&inner.pool);
-            pool.starting -= 1;
-            match result {
-                Ok(worker) => pool.ready.push_back(worker),
-                Err(error) => pool.last_error = Some(error),
-            }
-            drop(pool);
-            inner.changed.notify_waiters();
-        });
+        start_one(inner, &mut pool);
     }
+}
+
+/// Starts one worker in the background; it joins the pool (or leaves its error there) and
+/// wakes everyone waiting. Needs a Tokio runtime.
+fn start_one(inner: &Arc<Inner>, pool: &mut Pool) {
+    pool.starting += 1;
+    let inner = Arc::clone(inner);
+    tokio::spawn(async move {
+        let mut result = spawn_worker(&inner).await;
+        let mut pool = lock(&inner.pool);
+        pool.starting -= 1;
+        // To the program that waited longest and still waits; else into the pool.
+        loop {
+            match pool.waiters.pop_front() {
+                Some(waiter) => match waiter.send(result) {
+                    Ok(()) => break,
+                    Err(back) => result = back,
+                },
+                None => {
+                    match result {
+                        Ok(worker) => pool.ready.push_back(worker),
+                        Err(error) => pool.last_error = Some(error),
+                    }
+                    break;
+                }
+            }
+        }
+        drop(pool);
+        inner.changed.notify_waiters();
+    });
 }

@@ -7,5 +7,6 @@ mod confinement;
 mod fast_paths;
 mod hostile;
 mod memory;
+mod pool;
 mod sorting;
 mod support;
