@@ -19,6 +19,12 @@
 //!
 //! `--shared-pool false` gives every runtime a codemode worker pool of its own (what a
 //! runtime did before `RuntimeBuilder::codemode_sandbox`), for before/after figures.
+//!
+//! `--stalled N` (issue 26's burst test) runs N more conversations beside the measured ones,
+//! each calling, step after step (50 ms apart, as a model would answer), a blocking tool that
+//! never returns, under a 200 ms deadline. Compare the measured conversations' p99 with
+//! `--stalled 0`; the table's last columns give the process's threads at the end and the
+//! abandoned calls still running (capped by `AbandonedWork`).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // A bench prints its table.
 
@@ -28,8 +34,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ishiki_core::{
-    Assembly, Durability, ModelResponse, ModelsDoc, Profile, Runtime, Sandbox, SandboxConfig,
-    ToolCall, WorkerSpawn, assemble,
+    AbandonedWork, Assembly, Durability, ModelResponse, ModelsDoc, Profile, Runtime, Sandbox,
+    SandboxConfig, Tool, ToolCall, ToolContext, ToolDef, ToolError, WorkerSpawn, assemble,
 };
 use serde_json::json;
 
@@ -43,6 +49,7 @@ struct Options {
     objects: Option<String>,
     store: Store,
     durability: Durability,
+    stalled: usize,
 }
 
 /// Where the conversations keep their history.
@@ -113,6 +120,7 @@ fn options() -> Result<Options, String> {
         objects: None,
         store: Store::Sqlite,
         durability: Durability::Normal,
+        stalled: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -129,6 +137,7 @@ fn options() -> Result<Options, String> {
             "--concurrency" => o.concurrency = parse_list(&value()?)?,
             "--long" => o.long = parse_list(&value()?)?,
             "--shared-pool" => o.shared_pool = value()? != "false",
+            "--stalled" => o.stalled = value()?.parse().map_err(|_| "--stalled")?,
             "--objects" => o.objects = Some(value()?),
             "--store" => {
                 o.store = match value()?.as_str() {
@@ -151,10 +160,80 @@ fn options() -> Result<Options, String> {
 }
 
 fn assembly() -> Assembly {
-    let profile = Profile::from_yaml("codemode: { enable: true }\n").expect("profile");
+    assembly_of("codemode: { enable: true }\n")
+}
+
+fn assembly_of(profile: &str) -> Assembly {
+    let profile = Profile::from_yaml(profile).expect("profile");
     let models =
         ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n").expect("models");
     assemble(profile, models, "main").expect("assembles")
+}
+
+/// `hang`: blocks its thread and never returns (a stalled synchronous client, say).
+#[derive(Debug)]
+struct Hang;
+
+#[async_trait::async_trait]
+impl Tool for Hang {
+    fn blocking(&self) -> bool {
+        true
+    }
+
+    fn definition(&self) -> ToolDef {
+        ToolDef::new(
+            "hang",
+            "Never returns.",
+            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
+        )
+    }
+
+    async fn execute(
+        &self,
+        _input: serde_json::Value,
+        _context: &ToolContext,
+    ) -> Result<serde_json::Value, ToolError> {
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+}
+
+/// One stalled conversation (`--stalled`): steps calling `hang` until `done`.
+async fn stalled(base: std::path::PathBuf, done: Arc<std::sync::atomic::AtomicBool>) {
+    let dir = tempfile::tempdir_in(&base).expect("tempdir");
+    let mut runtime = Runtime::builder(assembly_of("tools: { timeoutMs: 200 }\n"), dir.path())
+        .tool(Arc::new(Hang))
+        .durability(Durability::Normal)
+        .build()
+        .expect("runtime");
+    runtime.add_user_message("m1", "go", &[]).expect("message");
+    let mut n = 0;
+    while !done.load(Ordering::Relaxed) {
+        n += 1;
+        let prepared = runtime.prepare().expect("prepare");
+        let call = ModelResponse::from_calls([ToolCall {
+            id: format!("h{n}"),
+            name: "hang".to_owned(),
+            input: json!({}),
+        }]);
+        runtime.commit(prepared, call).expect("commit");
+        let reports = runtime.execute().await.expect("execute");
+        assert!(
+            reports.iter().all(|r| r.is_error),
+            "hang returned: {reports:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The process's threads now (`/proc/self/status`).
+fn threads() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .map_or("n/a".to_owned(), |n| n.trim().to_owned())
 }
 
 /// The scripted model: what to answer at `step` of a conversation, with real tool calls.
@@ -331,14 +410,22 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
         },
         options.durability,
     );
-    println!("| concurrent tasks | steps/s | step overhead p50 | p99 | runtime open p50 | p99 |");
-    println!("|---|---|---|---|---|---|");
+    if options.stalled > 0 {
+        println!(
+            "{} more conversations beside them call a tool that never returns (200 ms deadline).\n",
+            options.stalled
+        );
+    }
+    println!(
+        "| concurrent tasks | steps/s | step overhead p50 | p99 | runtime open p50 | p99 | threads | abandoned calls |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for &tasks in &options.concurrency {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .expect("tokio");
-        let (steps, opens, wall) = runtime.block_on(async {
+        let (steps, opens, wall, (threads, abandoned)) = runtime.block_on(async {
             let sandbox = options.shared_pool.then(|| {
                 Sandbox::new(SandboxConfig {
                     worker: WorkerSpawn::CurrentExe,
@@ -346,6 +433,10 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
                 })
             });
             let next = Arc::new(AtomicUsize::new(0));
+            let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let stalled: Vec<_> = (0..options.stalled)
+                .map(|_| tokio::spawn(stalled(base.to_path_buf(), done.clone())))
+                .collect();
             let started = Instant::now();
             let mut handles = Vec::new();
             for _ in 0..tasks {
@@ -373,7 +464,13 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
                 steps.extend(s);
                 opens.extend(o);
             }
-            (steps, opens, started.elapsed())
+            let wall = started.elapsed();
+            let load = (threads(), AbandonedWork::process().running());
+            done.store(true, Ordering::Relaxed);
+            for h in stalled {
+                h.await.expect("a stalled conversation");
+            }
+            (steps, opens, wall, load)
         });
         let mut by_kind: Vec<Vec<Duration>> = vec![Vec::new(); 5];
         for &(kind, d) in &steps {
@@ -395,7 +492,7 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
         eprintln!("p99 by step kind, {tasks} tasks: {}", p99s.join(", "));
         let rate = steps.len() as f64 / wall.as_secs_f64();
         println!(
-            "| {tasks} | {rate:.0} | {} | {} | {} | {} |",
+            "| {tasks} | {rate:.0} | {} | {} | {} | {} | {threads} | {abandoned} |",
             ms(percentile(&steps, 0.5)),
             ms(percentile(&steps, 0.99)),
             ms(percentile(&opens, 0.5)),

@@ -11,13 +11,19 @@
 //!
 //! Abandoned work is counted ([`AbandonedWork`]): a blocking call abandoned at its deadline
 //! keeps its thread until it returns, so a burst of tools that never return would take the
-//! whole blocking pool and stall every conversation of the process. While the count is at
-//! its limit (64 per process by default), a new blocking call fails at once with an error that
-//! says why, and the calls already running are untouched.
+//! whole blocking pool and stall every conversation of the process. Two limits: per tool (16 by
+//! default), so that a tool that keeps stalling is refused alone while every other blocking
+//! tool still runs, and per process (256 by default, half of tokio's blocking pool), a
+//! backstop against many stalling tools at once. At either, a new blocking call fails at once
+//! with an error that says why, and the calls already running are untouched. Both are checked
+//! when a call starts, so calls started side by side before the first of them is abandoned may
+//! each be abandoned: the count can pass a limit by the calls that were running when it was
+//! reached, never by a call started after.
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use ishiki_tool::{Tool, ToolContext, ToolError, ToolErrorKind};
@@ -39,17 +45,39 @@ use crate::profile::ToolsSection;
 pub struct AbandonedWork {
     running: AtomicUsize,
     limit: usize,
+    /// Abandoned calls still running, by tool name (no entry at zero).
+    by_tool: Mutex<HashMap<String, usize>>,
+    tool_limit: usize,
 }
 
 impl AbandonedWork {
     /// The default limit of [`AbandonedWork::process`].
-    pub const PROCESS_LIMIT: usize = 64;
+    pub const PROCESS_LIMIT: usize = 256;
 
-    /// A counter of its own, allowing `limit` abandoned calls at once (at least 1).
+    /// The default limit per tool of [`AbandonedWork::process`].
+    pub const TOOL_LIMIT: usize = 16;
+
+    /// A counter of its own, allowing `limit` abandoned calls at once (at least 1), of any
+    /// tools.
     pub fn new(limit: usize) -> Arc<Self> {
+        Self::with_tool_limit(limit, limit)
+    }
+
+    /// A counter of its own, allowing `limit` abandoned calls at once and `tool_limit` of any
+    /// one tool (each at least 1).
+    ///
+    /// ```
+    /// use ishiki_core::AbandonedWork;
+    ///
+    /// let work = AbandonedWork::with_tool_limit(64, 8);
+    /// assert_eq!((work.limit(), work.tool_limit(), work.running_of("fetch")), (64, 8, 0));
+    /// ```
+    pub fn with_tool_limit(limit: usize, tool_limit: usize) -> Arc<Self> {
         Arc::new(Self {
             running: AtomicUsize::new(0),
             limit: limit.max(1),
+            by_tool: Mutex::new(HashMap::new()),
+            tool_limit: tool_limit.max(1),
         })
     }
 
@@ -57,8 +85,42 @@ impl AbandonedWork {
     pub fn process() -> Arc<Self> {
         static PROCESS: OnceLock<Arc<AbandonedWork>> = OnceLock::new();
         PROCESS
-            .get_or_init(|| Self::new(Self::PROCESS_LIMIT))
+            .get_or_init(|| Self::with_tool_limit(Self::PROCESS_LIMIT, Self::TOOL_LIMIT))
             .clone()
+    }
+
+    /// Abandoned calls of the tool `name` still running.
+    pub fn running_of(&self, name: &str) -> usize {
+        self.tools().get(name).copied().unwrap_or(0)
+    }
+
+    /// How many abandoned calls of one tool may run at once before its new calls are refused.
+    pub fn tool_limit(&self) -> usize {
+        self.tool_limit
+    }
+
+    fn tools(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.by_tool
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Counts one more abandoned call of `name`.
+    fn abandon(&self, name: &str) {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        *self.tools().entry(name.to_owned()).or_insert(0) += 1;
+    }
+
+    /// An abandoned call of `name` returned.
+    fn finished(&self, name: &str) {
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        let mut tools = self.tools();
+        if let Some(n) = tools.get_mut(name) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                tools.remove(name);
+            }
+        }
     }
 
     /// Abandoned calls still running.
@@ -147,6 +209,16 @@ async fn execute_blocking(
     limits: &CallLimits,
 ) -> Result<Value, ToolError> {
     let work = limits.abandoned.clone();
+    let of_tool = work.running_of(name);
+    if of_tool >= work.tool_limit {
+        return Err(ToolError::with_kind(
+            ToolErrorKind::Limit,
+            format!(
+                "the tool `{name}` was not started: {of_tool} earlier calls of it are still running after their deadline (at most {} of one tool may be); it seems to hang, so try another way or try again later",
+                work.tool_limit
+            ),
+        ));
+    }
     let running = work.running();
     if running >= work.limit {
         return Err(ToolError::with_kind(
@@ -160,25 +232,25 @@ async fn execute_blocking(
     let context = context.clone();
     let handle = tokio::runtime::Handle::current();
     let state = Arc::new(AtomicU8::new(RUNNING));
-    let finished = (state.clone(), work.clone());
+    let finished = (state.clone(), work.clone(), name.to_owned());
     let task = tokio::task::spawn_blocking(move || {
         let result = handle.block_on(async move { tool.execute(input, &context).await });
-        let (state, work) = finished;
+        let (state, work, name) = finished;
         if state.swap(FINISHED, Ordering::SeqCst) == ABANDONED {
-            work.running.fetch_sub(1, Ordering::SeqCst);
+            work.finished(&name);
         }
         result
     });
     match tokio::time::timeout(limits.timeout, task).await {
         Err(_elapsed) => {
             // Counted first, so the finishing thread can never take away what is not there.
-            work.running.fetch_add(1, Ordering::SeqCst);
+            work.abandon(name);
             if state
                 .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
                 .is_err()
             {
                 // It finished in the meantime: nothing is left running.
-                work.running.fetch_sub(1, Ordering::SeqCst);
+                work.finished(name);
             }
             Err(timed_out(name, limits.timeout))
         }

@@ -305,46 +305,28 @@ impl HistoryStore for PostgresStore {
                     let json = parse_json("ishiki_attachments", &id, &json)?;
                     state.attachments.push(StoredAttachment { id, json });
                 }
-                let rows = tx
-                    .query(
-                        "SELECT key, json FROM ishiki_state WHERE conversation = $1",
-                        &[&conversation],
-                    )
-                    .map_err(&fail)?;
-                for row in &rows {
-                    let key: String = column(row, 0, "ishiki_state", "?")?;
-                    let json: String = column(row, 1, "ishiki_state", &key)?;
-                    let value = parse_json("ishiki_state", &key, &json)?;
+                // The keyed tables: `(key, json)` rows of this conversation.
+                let mut keyed = |table: &str, key: &str| -> Result<Vec<_>, StoreError> {
+                    let sql = format!("SELECT {key}, json FROM {table} WHERE conversation = $1");
+                    let rows = tx.query(&sql, &[&conversation]).map_err(&fail)?;
+                    let mut out = Vec::with_capacity(rows.len());
+                    for row in &rows {
+                        let name: String = column(row, 0, table, "?")?;
+                        let json: String = column(row, 1, table, &name)?;
+                        let value = parse_json(table, &name, &json)?;
+                        out.push((name, value));
+                    }
+                    Ok(out)
+                };
+                for (key, value) in keyed("ishiki_state", "key")? {
                     match key.as_str() {
                         "delivery" => state.delivery = Some(value),
                         "catalog" => state.catalog = Some(value),
                         _ => {} // a key a newer build writes; this build does not read it
                     }
                 }
-                let rows = tx
-                    .query(
-                        "SELECT key, json FROM ishiki_meta WHERE conversation = $1",
-                        &[&conversation],
-                    )
-                    .map_err(&fail)?;
-                for row in &rows {
-                    let key: String = column(row, 0, "ishiki_meta", "?")?;
-                    let json: String = column(row, 1, "ishiki_meta", &key)?;
-                    let value = parse_json("ishiki_meta", &key, &json)?;
-                    state.meta.insert(key, value);
-                }
-                let rows = tx
-                    .query(
-                        "SELECT id, json FROM ishiki_delivery WHERE conversation = $1",
-                        &[&conversation],
-                    )
-                    .map_err(&fail)?;
-                for row in &rows {
-                    let id: String = column(row, 0, "ishiki_delivery", "?")?;
-                    let json: String = column(row, 1, "ishiki_delivery", &id)?;
-                    let value = parse_json("ishiki_delivery", &id, &json)?;
-                    state.delivery_records.insert(id, value);
-                }
+                state.meta = keyed("ishiki_meta", "key")?.into_iter().collect();
+                state.delivery_records = keyed("ishiki_delivery", "id")?.into_iter().collect();
                 tx.commit().map_err(&fail)?;
                 Ok(state)
             })

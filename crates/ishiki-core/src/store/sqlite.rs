@@ -307,6 +307,20 @@ fn message_row(row: &rusqlite::Row<'_>) -> Result<(StoredMessage, bool), StoreEr
     Ok((StoredMessage { id, json }, withdrawn))
 }
 
+/// Inserts or replaces each `(key, value)` with `upsert` (`?1` the key, `?2` the JSON).
+fn put_keyed(
+    tx: &rusqlite::Transaction<'_>,
+    upsert: &str,
+    entries: &[(String, Value)],
+) -> Result<(), StoreError> {
+    let mut put = tx.prepare_cached(upsert).map_err(db_error)?;
+    for (key, value) in entries {
+        put.execute(params![key, to_text(value)])
+            .map_err(db_error)?;
+    }
+    Ok(())
+}
+
 fn is_unique_violation(error: &rusqlite::Error) -> bool {
     matches!(
         error,
@@ -461,29 +475,18 @@ impl HistoryStore for SqliteStore {
                     .execute(params!["catalog", to_text(catalog)])
                     .map_err(db_error)?;
             }
-            let mut put_delivery = tx
-                .prepare_cached(
-                    "INSERT INTO delivery (id, json) VALUES (?1, ?2)
-                     ON CONFLICT (id) DO UPDATE SET json = excluded.json",
-                )
-                .map_err(db_error)?;
-            for (id, value) in &batch.delivery_records {
-                put_delivery
-                    .execute(params![id, to_text(value)])
-                    .map_err(db_error)?;
-            }
-
-            let mut put_meta = tx
-                .prepare_cached(
-                    "INSERT INTO meta (key, json) VALUES (?1, ?2)
-                     ON CONFLICT (key) DO UPDATE SET json = excluded.json",
-                )
-                .map_err(db_error)?;
-            for (key, value) in &batch.meta {
-                put_meta
-                    .execute(params![key, to_text(value)])
-                    .map_err(db_error)?;
-            }
+            put_keyed(
+                &tx,
+                "INSERT INTO delivery (id, json) VALUES (?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET json = excluded.json",
+                &batch.delivery_records,
+            )?;
+            put_keyed(
+                &tx,
+                "INSERT INTO meta (key, json) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET json = excluded.json",
+                &batch.meta,
+            )?;
         }
         tx.commit().map_err(db_error)
     }

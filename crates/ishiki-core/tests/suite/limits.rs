@@ -274,6 +274,72 @@ async fn abandoned_calls_are_counted_and_past_their_limit_a_call_fails_at_once()
     assert_eq!((after.is_error, after.text.as_str()), (false, "xxx"));
 }
 
+/// `nap`: blocks its thread briefly, and says so; it always returns.
+#[derive(Debug)]
+struct Nap;
+
+#[async_trait]
+impl Tool for Nap {
+    fn blocking(&self) -> bool {
+        true
+    }
+
+    fn definition(&self) -> ToolDef {
+        def("nap", json!({}))
+    }
+
+    async fn execute(&self, _input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        std::thread::sleep(Duration::from_millis(5));
+        Ok(json!("rested"))
+    }
+}
+
+/// One tool that keeps stalling uses up its own limit, not the process's: its next call is
+/// refused, naming it, while every other blocking tool still runs (issue 26's burst: 64
+/// conversations whose tool never returns must not stop the blocking tools of the others).
+#[tokio::test]
+async fn a_tool_that_keeps_stalling_is_refused_alone_and_other_blocking_tools_still_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gate = Arc::new(Gate::default());
+    let work = ishiki_core::AbandonedWork::with_tool_limit(8, 2);
+    let mut rt = Runtime::builder(
+        assembly("tools: { timeoutMs: 100 }\n", "seeing"),
+        dir.path(),
+    )
+    .clock(clock_at(Duration::ZERO))
+    .codemode_worker(WorkerSpawn::InProcess)
+    .durability(Durability::Normal)
+    .abandoned_work(work.clone())
+    .tool(Arc::new(Stall { gate: gate.clone() }))
+    .tool(Arc::new(Nap))
+    .build()
+    .expect("the runtime builds");
+    for id in ["c1", "c2"] {
+        let report = run(&mut rt, id, "stall", json!({})).await;
+        assert_eq!(report.text, STALLED);
+    }
+    assert_eq!((work.running(), work.running_of("stall")), (2, 2));
+    let refused = run(&mut rt, "c3", "stall", json!({})).await;
+    assert_eq!(refused.error_kind, Some(ToolErrorKind::Limit));
+    assert_eq!(
+        refused.text,
+        "the tool `stall` was not started: 2 earlier calls of it are still running after their deadline (at most 2 of one tool may be); it seems to hang, so try another way or try again later"
+    );
+    // Another blocking tool is not held to the stalled one's limit.
+    let nap = run(&mut rt, "c4", "nap", json!({})).await;
+    assert_eq!((nap.is_error, nap.text.as_str()), (false, "rested"));
+    gate.open();
+    for _ in 0..200 {
+        if work.running() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!((work.running(), work.running_of("stall")), (0, 0));
+    let again = run(&mut rt, "c5", "stall", json!({})).await;
+    assert_eq!((again.is_error, again.text.as_str()), (false, "released"));
+}
+
 const TOO_BIG: &str = "the result of the tool `big` is larger than 1000 bytes (tools.maxResultBytes): ask it for less";
 
 #[tokio::test]
