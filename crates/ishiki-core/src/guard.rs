@@ -209,37 +209,38 @@ async fn execute_blocking(
     limits: &CallLimits,
 ) -> Result<Value, ToolError> {
     let work = limits.abandoned.clone();
-    let of_tool = work.running_of(name);
-    if of_tool >= work.tool_limit {
-        return Err(ToolError::with_kind(
+    let not_started = |why: String| {
+        Err(ToolError::with_kind(
             ToolErrorKind::Limit,
-            format!(
-                "the tool `{name}` was not started: {of_tool} earlier calls of it are still running after their deadline (at most {} of one tool may be); it seems to hang, so try another way or try again later",
-                work.tool_limit
-            ),
-        ));
-    }
+            format!("the tool `{name}` was not started: {why}"),
+        ))
+    };
     let running = work.running();
     if running >= work.limit {
-        return Err(ToolError::with_kind(
-            ToolErrorKind::Limit,
-            format!(
-                "the tool `{name}` was not started: {running} earlier tool calls of this process are still running after their deadline (at most {} may be); try again later",
-                work.limit
-            ),
+        return not_started(format!(
+            "{running} earlier tool calls of this process are still running after their deadline (at most {} may be); try again later",
+            work.limit
+        ));
+    }
+    let of_tool = work.running_of(name);
+    if of_tool >= work.tool_limit {
+        return not_started(format!(
+            "{of_tool} earlier calls of it are still running after their deadline (at most {} of one tool may be); it seems to hang, so try another way or try again later",
+            work.tool_limit
         ));
     }
     let context = context.clone();
     let handle = tokio::runtime::Handle::current();
     let state = Arc::new(AtomicU8::new(RUNNING));
-    let finished = (state.clone(), work.clone(), name.to_owned());
+    let finished = Finished {
+        state: state.clone(),
+        work: work.clone(),
+        name: name.to_owned(),
+    };
     let task = tokio::task::spawn_blocking(move || {
-        let result = handle.block_on(async move { tool.execute(input, &context).await });
-        let (state, work, name) = finished;
-        if state.swap(FINISHED, Ordering::SeqCst) == ABANDONED {
-            work.finished(&name);
-        }
-        result
+        // Dropped when the call returns or panics: either way it is no longer running.
+        let _finished = finished;
+        handle.block_on(async move { tool.execute(input, &context).await })
     });
     match tokio::time::timeout(limits.timeout, task).await {
         Err(_elapsed) => {
@@ -256,6 +257,22 @@ async fn execute_blocking(
         }
         Ok(Err(join)) => Err(stopped(name, &join)),
         Ok(Ok(result)) => result,
+    }
+}
+
+/// Marks a blocking call finished when dropped (after it returned, or while a panic unwinds),
+/// and takes it off the abandoned count if it had been abandoned.
+struct Finished {
+    state: Arc<AtomicU8>,
+    work: Arc<AbandonedWork>,
+    name: String,
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        if self.state.swap(FINISHED, Ordering::SeqCst) == ABANDONED {
+            self.work.finished(&self.name);
+        }
     }
 }
 

@@ -48,7 +48,8 @@ CREATE TABLE ishiki_meta (
 ",
     "
 -- Each attachment record's delivery state in its own row, so a commit writes only the records
--- whose state changed (issue 26); the documents version 1 kept are split into rows here.
+-- whose state changed (issue 26); the documents version 1 kept are split into rows here (a
+-- record listed twice keeps its first entry, as in the SQLite store's migration).
 CREATE TABLE ishiki_delivery (
     conversation TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -59,7 +60,7 @@ INSERT INTO ishiki_delivery (conversation, id, json)
     SELECT s.conversation, r.value ->> 'id', r.value::text
     FROM ishiki_state s, json_array_elements(s.json::json -> 'records') AS r(value)
     WHERE s.key = 'delivery'
-    ON CONFLICT (conversation, id) DO UPDATE SET json = excluded.json;
+    ON CONFLICT (conversation, id) DO NOTHING;
 DELETE FROM ishiki_state WHERE key = 'delivery';
 ",
 ];

@@ -165,9 +165,11 @@ impl DeliveryState {
         }
     }
 
-    /// The states `change` leaves to the records it names, as [`commit`](Self::commit) would
-    /// make them, and nothing else: what a store that keeps each record's state in its own row
-    /// writes with the response, without copying or rewriting the whole state.
+    /// The states `change` gives the records whose state it changes, as
+    /// [`commit`](Self::commit) would make them, and nothing else (a record named again with
+    /// the state it has, such as a `retain` image shown again, is left out): what a store that
+    /// keeps each record's state in its own row writes with the response, without copying or
+    /// rewriting the whole state.
     pub fn changed_by(&self, change: &PendingChange) -> DeliveryState {
         let mut touched = DeliveryState::new();
         for m in change.marks() {
@@ -179,6 +181,13 @@ impl DeliveryState {
         touched.entries.sort_by(|a, b| a.key().cmp(&b.key()));
         touched.entries.dedup_by(|a, b| a.key() == b.key());
         touched.commit(change);
+        touched.entries.retain(|e| {
+            let key = e.key();
+            match self.entries.binary_search_by(|o| o.key().cmp(&key)) {
+                Ok(i) => self.entries[i].state != e.state,
+                Err(_) => true,
+            }
+        });
         touched
     }
 
@@ -379,10 +388,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// `changed_by` is exactly the named records' part of the committed state, so a store
+        /// `changed_by` is exactly the changed records' part of the committed state, so a store
         /// that writes only it and reads the union back has what a whole-state write had.
         #[test]
-        fn changed_by_is_the_part_of_the_commit_it_names(
+        fn changed_by_is_the_part_of_the_commit_that_changed(
             before in proptest::collection::vec((0u64..40, 0u8..16), 0..30),
             lists in proptest::collection::vec(proptest::collection::vec(0u64..50, 0..8), 4),
         ) {
@@ -413,12 +422,18 @@ mod tests {
             let changed = old.changed_by(&change);
             let named: std::collections::BTreeSet<(u64, &str)> =
                 change.marks().map(|m| (m.seq, m.id.as_str())).collect();
-            let expected: Vec<&Entry> =
-                committed.entries.iter().filter(|e| named.contains(&e.key())).collect();
+            let expected: Vec<&Entry> = committed
+                .entries
+                .iter()
+                .filter(|e| named.contains(&e.key()))
+                .filter(|e| old.entries.iter().all(|o| o.key() != e.key() || o.state != e.state))
+                .collect();
             proptest::prop_assert_eq!(changed.entries.iter().collect::<Vec<_>>(), expected);
             // The old state with the changed entries laid over it is the committed state.
+            let changed_keys: std::collections::BTreeSet<(u64, &str)> =
+                changed.entries.iter().map(Entry::key).collect();
             let mut union = old.entries.clone();
-            union.retain(|e| !named.contains(&e.key()));
+            union.retain(|e| !changed_keys.contains(&e.key()));
             union.extend(changed.entries.iter().cloned());
             proptest::prop_assert_eq!(DeliveryState::from(Wire { records: union }), committed);
         }

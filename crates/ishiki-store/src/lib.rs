@@ -72,13 +72,16 @@ pub struct Batch {
     pub withdrawn: Vec<String>,
     /// New attachment records (`ishiki.attachment`, PRJ-1), appended in this order.
     pub attachments: Vec<StoredAttachment>,
-    /// A whole delivery state, replacing the stored one (PRJ-13). Stores of schema version 1
-    /// kept the state this way; `ishiki-core` now writes [`Batch::delivery_records`] and
-    /// reads both (a record's flags are the union of the two).
+    /// A whole delivery state, replacing the stored whole state (PRJ-13); the rows of
+    /// [`Batch::delivery_records`] stay. Stores of schema version 1 kept the state this way;
+    /// `ishiki-core` now writes only rows, and reads both (a record's flags are the union of
+    /// the two). **A store must keep both fields**: one that ignores `delivery_records`
+    /// loses every delivery state, and `once` images would be shown again after a restart.
     pub delivery: Option<Value>,
     /// The delivery state of single attachment records, inserted or replaced by record id:
     /// a commit writes only the records whose state changed, so its cost does not grow with
     /// the conversation (issue 26).
+    #[serde(default)]
     pub delivery_records: Vec<(String, Value)>,
     /// The whole catalog state (the discovered set), replacing the stored one.
     pub catalog: Option<Value>,
@@ -153,6 +156,7 @@ pub struct StoredState {
     /// The latest whole delivery state, if one was ever committed ([`Batch::delivery`]).
     pub delivery: Option<Value>,
     /// The delivery state of single records by record id ([`Batch::delivery_records`]).
+    #[serde(default)]
     pub delivery_records: BTreeMap<String, Value>,
     /// The latest catalog state, if one was ever committed.
     pub catalog: Option<Value>,

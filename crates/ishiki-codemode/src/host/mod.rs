@@ -241,16 +241,11 @@ impl Sandbox {
             if let Some(worker) = pool.ready.pop_front() {
                 return Ok(worker);
             }
-            if let Some(error) = pool.last_error.take() {
-                return Err(error);
-            }
+            // An error a start left while nobody waited is not this program's: it gets a start
+            // of its own, and that start's error if it fails.
             let (turn, wait) = tokio::sync::oneshot::channel();
-            // A run dropped while it waited leaves a closed place in the queue.
-            pool.waiters.retain(|w| !w.is_closed());
             pool.waiters.push_back(turn);
-            if pool.starting < pool.waiters.len() && pool.starting < max_starting(&inner.config) {
-                start_one(inner, &mut pool);
-            }
+            start_for_waiters(inner, &mut pool);
             wait
         };
         turn.await.unwrap_or_else(|_| {
@@ -312,7 +307,18 @@ fn start_one(inner: &Arc<Inner>, pool: &mut Pool) {
                 }
             }
         }
+        // Programs still waiting past the starts allowed at once get theirs now.
+        start_for_waiters(&inner, &mut pool);
         drop(pool);
         inner.changed.notify_waiters();
     });
+}
+
+/// Starts workers while more programs wait than workers are starting, up to [`max_starting`].
+fn start_for_waiters(inner: &Arc<Inner>, pool: &mut Pool) {
+    // A run dropped while it waited leaves a closed place in the queue.
+    pool.waiters.retain(|w| !w.is_closed());
+    while pool.starting < pool.waiters.len() && pool.starting < max_starting(&inner.config) {
+        start_one(inner, pool);
+    }
 }

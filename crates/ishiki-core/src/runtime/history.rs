@@ -21,8 +21,9 @@ pub(super) struct History {
     /// Message id → its index. Ids are unique (the store refuses a second one). The ids come
     /// from platforms and models, so the hash is the standard library's keyed one.
     messages: HashMap<Arc<str>, usize>,
-    /// Tool call id → the index of the tool message that holds its result.
-    results: HashMap<Arc<str>, usize>,
+    /// Tool call id → the indexes of the tool messages that hold a result for it, in order
+    /// (call ids come from models, so one may be answered twice).
+    results: HashMap<Arc<str>, Vec<usize>>,
 }
 
 impl History {
@@ -34,7 +35,10 @@ impl History {
         if message.role == Role::Tool {
             for part in &message.content {
                 if let Part::ToolResult { call_id, .. } = part {
-                    self.results.insert(Arc::from(call_id.as_str()), index);
+                    let at = self.results.entry(Arc::from(call_id.as_str())).or_default();
+                    if at.last() != Some(&index) {
+                        at.push(index);
+                    }
                 }
             }
         }
@@ -53,9 +57,14 @@ impl History {
         self.messages.get(id).copied()
     }
 
-    /// The index of the tool message holding the result of call `call_id`.
-    pub(super) fn result_position(&self, call_id: &str) -> Option<usize> {
-        self.results.get(call_id).copied()
+    /// The index of the first tool message at or after `from`, not withdrawn, that holds a
+    /// result of call `call_id`: where its attachments go.
+    pub(super) fn result_position(&self, call_id: &str, from: usize) -> Option<usize> {
+        self.results
+            .get(call_id)?
+            .iter()
+            .copied()
+            .find(|&i| i >= from && !self.entries[i].withdrawn)
     }
 
     /// Whether the user message `id` is in the active context that starts at `from`: stored
@@ -69,8 +78,7 @@ impl History {
 
     /// Whether the result of call `call_id` is in the active context that starts at `from`.
     pub(super) fn result_active(&self, call_id: &str, from: usize) -> bool {
-        self.result_position(call_id)
-            .is_some_and(|i| i >= from && !self.entries[i].withdrawn)
+        self.result_position(call_id, from).is_some()
     }
 
     /// The message at `index`.
@@ -132,8 +140,8 @@ mod tests {
         .collect();
         history.push(message("u2", Role::User, vec![]));
         assert_eq!(history.position("u2"), Some(3));
-        assert_eq!(history.result_position("c2"), Some(2));
-        assert_eq!(history.result_position("c3"), None);
+        assert_eq!(history.result_position("c2", 0), Some(2));
+        assert_eq!(history.result_position("c3", 0), None);
         assert!(history.user_message_active("u1", 0));
         // Only user messages are sources of messages' attachments.
         assert!(!history.user_message_active("a1", 0));
@@ -141,11 +149,17 @@ mod tests {
         assert!(!history.user_message_active("u1", 1));
         assert!(history.result_active("c1", 2));
         assert!(!history.result_active("c1", 3));
+        // A call answered twice: its attachments go after the first answer still active.
+        history.push(message("r2", Role::Tool, vec![result("c1")]));
+        assert_eq!(history.result_position("c1", 0), Some(2));
+        assert_eq!(history.result_position("c1", 3), Some(4));
         history.withdraw(2);
+        assert_eq!(history.result_position("c1", 0), Some(4));
+        history.withdraw(4);
         assert!(!history.result_active("c1", 0));
         history.withdraw(0);
         assert!(!history.user_message_active("u1", 0));
         assert!(history.user_message_active("u2", 0));
-        assert_eq!(history.len(), 4);
+        assert_eq!(history.len(), 5);
     }
 }

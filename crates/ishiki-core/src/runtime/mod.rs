@@ -424,7 +424,8 @@ pub struct Runtime {
     rejected: BTreeMap<String, String>,
     delivery: DeliveryState,
     /// The catalog state as the store holds it: a commit writes the catalog only when it
-    /// differs (issue 26), which is at a discovery, not at every step.
+    /// differs (issue 26). It carries the catalog's step, so the response's commit writes it
+    /// and the results' commit of the same step does not.
     catalog_stored: Option<Value>,
     announced: Vec<String>,
     step: u64,

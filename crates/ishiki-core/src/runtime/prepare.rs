@@ -504,7 +504,7 @@ impl Runtime {
                     self.history.position(message_id).map(|i| (i, 0))
                 }
                 SourceLink::ToolResult { call_id } => {
-                    self.history.result_position(call_id).and_then(|i| {
+                    self.history.result_position(call_id, from).and_then(|i| {
                         let parts = &self.history.message(i)?.content;
                         let part = parts.iter().position(
                             |p| matches!(p, Part::ToolResult { call_id: c, .. } if c == call_id),

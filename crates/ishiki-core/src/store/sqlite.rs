@@ -50,13 +50,15 @@ CREATE TABLE delivery (
 ";
 
 /// Version 1 → 2: the delivery document (`state` key `delivery`, `{"records": [...]}`) becomes
-/// one `delivery` row per record, keyed by the record's id. Same flags, same rows' JSON.
+/// one `delivery` row per record, keyed by the record's id. Same flags, same rows' JSON. A
+/// record listed twice (the document is never written so) keeps its first entry, as in
+/// PostgreSQL's migration 2.
 const MIGRATE_1_TO_2: &str = "
 CREATE TABLE delivery (
     id TEXT PRIMARY KEY,
     json TEXT NOT NULL
 );
-INSERT OR REPLACE INTO delivery (id, json)
+INSERT OR IGNORE INTO delivery (id, json)
     SELECT json_extract(r.value, '$.id'), r.value
     FROM state, json_each(state.json, '$.records') AS r
     WHERE state.key = 'delivery';
@@ -175,8 +177,16 @@ impl SqliteStore {
             SCHEMA_VERSION => check_tables(&tx)?,
             1 => {
                 tx.execute_batch(MIGRATE_1_TO_2).map_err(|e| {
+                    // Malformed JSON in the old document is damage; anything else (a full
+                    // disk, I/O) is the database's failure.
+                    let kind = match &e {
+                        rusqlite::Error::SqliteFailure(_, Some(m)) if m.contains("JSON") => {
+                            StoreErrorKind::Corrupt
+                        }
+                        _ => StoreErrorKind::Database,
+                    };
                     StoreError::new(
-                        StoreErrorKind::Corrupt,
+                        kind,
                         format!(
                             "cannot move the history store's delivery state to schema version {SCHEMA_VERSION}: {e}"
                         ),

@@ -39,6 +39,16 @@ impl Gate {
     }
 }
 
+/// Opens its gate when dropped, so a failing assertion does not leave stalled threads that the
+/// test's runtime would wait for forever.
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 /// `stall`: blocks its thread (synchronous work, no await) until the gate opens.
 #[derive(Debug)]
 struct Stall {
@@ -198,6 +208,7 @@ const STALLED: &str = "the tool `stall` did not finish within its time limit of 
 async fn a_tool_that_blocks_its_thread_fails_at_the_deadline_and_the_host_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gate = Arc::new(Gate::default());
+    let _open = OpenOnDrop(gate.clone());
     let mut rt = build(
         dir.path(),
         "codemode: { enable: true }\ntools: { timeoutMs: 100 }\n",
@@ -225,6 +236,30 @@ async fn a_tool_that_blocks_its_thread_fails_at_the_deadline_and_the_host_goes_o
     assert_eq!(after.text, "xxx");
 }
 
+/// A runtime with `stall` (held by `gate`) and `other`, counting abandoned calls in `work`,
+/// whose first two calls of `stall` were abandoned at the 100 ms deadline.
+async fn two_stalled(
+    dir: &std::path::Path,
+    gate: &Arc<Gate>,
+    work: &Arc<ishiki_core::AbandonedWork>,
+    other: Arc<dyn Tool>,
+) -> Runtime {
+    let mut rt = Runtime::builder(assembly("tools: { timeoutMs: 100 }\n", "seeing"), dir)
+        .clock(clock_at(Duration::ZERO))
+        .codemode_worker(WorkerSpawn::InProcess)
+        .durability(Durability::Normal)
+        .abandoned_work(work.clone())
+        .tool(Arc::new(Stall { gate: gate.clone() }))
+        .tool(other)
+        .build()
+        .expect("the runtime builds");
+    for id in ["c1", "c2"] {
+        let report = run(&mut rt, id, "stall", json!({})).await;
+        assert_eq!(report.text, STALLED);
+    }
+    rt
+}
+
 /// Blocking tools that never return keep their threads after their deadline; a burst of them
 /// must not take the blocking pool: past the limit of abandoned work, a blocking call fails at
 /// once, saying why, and the count falls as abandoned calls finish.
@@ -232,23 +267,9 @@ async fn a_tool_that_blocks_its_thread_fails_at_the_deadline_and_the_host_goes_o
 async fn abandoned_calls_are_counted_and_past_their_limit_a_call_fails_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gate = Arc::new(Gate::default());
+    let _open = OpenOnDrop(gate.clone());
     let work = ishiki_core::AbandonedWork::new(2);
-    let mut rt = Runtime::builder(
-        assembly("tools: { timeoutMs: 100 }\n", "seeing"),
-        dir.path(),
-    )
-    .clock(clock_at(Duration::ZERO))
-    .codemode_worker(WorkerSpawn::InProcess)
-    .durability(Durability::Normal)
-    .abandoned_work(work.clone())
-    .tool(Arc::new(Stall { gate: gate.clone() }))
-    .tool(Arc::new(Big))
-    .build()
-    .expect("the runtime builds");
-    for id in ["c1", "c2"] {
-        let report = run(&mut rt, id, "stall", json!({})).await;
-        assert_eq!(report.text, STALLED);
-    }
+    let mut rt = two_stalled(dir.path(), &gate, &work, Arc::new(Big)).await;
     assert_eq!(rt.abandoned_work().running(), 2);
     // At the limit: a blocking call is not started, and said so.
     let refused = run(&mut rt, "c3", "stall", json!({})).await;
@@ -301,23 +322,9 @@ impl Tool for Nap {
 async fn a_tool_that_keeps_stalling_is_refused_alone_and_other_blocking_tools_still_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gate = Arc::new(Gate::default());
+    let _open = OpenOnDrop(gate.clone());
     let work = ishiki_core::AbandonedWork::with_tool_limit(8, 2);
-    let mut rt = Runtime::builder(
-        assembly("tools: { timeoutMs: 100 }\n", "seeing"),
-        dir.path(),
-    )
-    .clock(clock_at(Duration::ZERO))
-    .codemode_worker(WorkerSpawn::InProcess)
-    .durability(Durability::Normal)
-    .abandoned_work(work.clone())
-    .tool(Arc::new(Stall { gate: gate.clone() }))
-    .tool(Arc::new(Nap))
-    .build()
-    .expect("the runtime builds");
-    for id in ["c1", "c2"] {
-        let report = run(&mut rt, id, "stall", json!({})).await;
-        assert_eq!(report.text, STALLED);
-    }
+    let mut rt = two_stalled(dir.path(), &gate, &work, Arc::new(Nap)).await;
     assert_eq!((work.running(), work.running_of("stall")), (2, 2));
     let refused = run(&mut rt, "c3", "stall", json!({})).await;
     assert_eq!(refused.error_kind, Some(ToolErrorKind::Limit));
