@@ -124,7 +124,7 @@ ALONE = [("11c", "crates/ishiki-cli/src/fixture_tools.rs",
 ]
 
 # The findings earlier sessions showed failing against the old code by hand (2, 6, 7, 8, 12,
-# 14, 15, 17, 18, 24, 26, 27e), as mutations too.
+# 14, 15, 17, 18, 24, 26, 27e; 27f and 27g for issue 26's fork server), as mutations too.
 MORE = [
  # 2a: the allow-list lets `fchmodat2` through again (the old deny-list missed it). Landlock has
  # no right for chmod, so the probe's fchmodat2 on the host file succeeds: its line reads
@@ -264,6 +264,18 @@ MORE = [
  ("27e", "crates/ishiki-codemode/src/worker.rs",
   "    crate::os::exit_when_orphaned(parent);",
   "    let _ = parent;",
+  ["an_executed_worker_whose_host_was_killed_ends_at_once"]),
+ # 27f (issue 26): the same for a worker forked by the fork server: its server is gone, the
+ # worker runs on.
+ ("27f", "crates/ishiki-codemode/src/worker.rs",
+  "    crate::os::exit_when_orphaned(server);",
+  "    let _ = server;",
+  ["a_worker_whose_host_was_killed_ends_at_once"]),
+ # 27g (issue 26): the fork server does not notice its host was killed, so it lives on and
+ # its worker, whose parent it still is, runs on too.
+ ("27g", "crates/ishiki-codemode/src/zygote.rs",
+  "        if crate::os::parent_pid() != host {",
+  "        if crate::os::parent_pid() != host && false {",
   ["a_worker_whose_host_was_killed_ends_at_once"]),
 ]
 M = M + MORE

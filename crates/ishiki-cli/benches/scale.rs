@@ -18,7 +18,9 @@
 //!   `prepare` alone (the part that reads history), and the process's resident memory.
 //!
 //! `--shared-pool false` gives every runtime a codemode worker pool of its own (what a
-//! runtime did before `RuntimeBuilder::codemode_sandbox`), for before/after figures.
+//! runtime did before `RuntimeBuilder::codemode_sandbox`), for before/after figures;
+//! `--fork-server false` executes every codemode worker instead of forking it from the
+//! sandbox's fork server (what a sandbox did before issue 26's fork server).
 //!
 //! `--stalled N` (issue 26's burst test) runs N more conversations beside the measured ones,
 //! each calling, step after step (50 ms apart, as a model would answer), a blocking tool that
@@ -46,6 +48,7 @@ struct Options {
     concurrency: Vec<usize>,
     long: Vec<u64>,
     shared_pool: bool,
+    fork_server: bool,
     objects: Option<String>,
     store: Store,
     durability: Durability,
@@ -117,6 +120,7 @@ fn options() -> Result<Options, String> {
         concurrency: vec![1, 8, 64],
         long: vec![100, 1000, 5000],
         shared_pool: true,
+        fork_server: true,
         objects: None,
         store: Store::Sqlite,
         durability: Durability::Normal,
@@ -137,6 +141,7 @@ fn options() -> Result<Options, String> {
             "--concurrency" => o.concurrency = parse_list(&value()?)?,
             "--long" => o.long = parse_list(&value()?)?,
             "--shared-pool" => o.shared_pool = value()? != "false",
+            "--fork-server" => o.fork_server = value()? != "false",
             "--stalled" => o.stalled = value()?.parse().map_err(|_| "--stalled")?,
             "--objects" => o.objects = Some(value()?),
             "--store" => {
@@ -399,7 +404,7 @@ fn describe(options: &Options) -> String {
 
 fn scale(options: &Options, backends: &Backends, base: &Path) {
     println!(
-        "\n## {} conversations × {} steps ({}, {} pool, durability {:?})\n",
+        "\n## {} conversations × {} steps ({}, {} pool, workers {}, durability {:?})\n",
         options.conversations,
         options.steps,
         describe(options),
@@ -407,6 +412,11 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
             "shared"
         } else {
             "per-runtime"
+        },
+        if options.fork_server {
+            "forked"
+        } else {
+            "executed"
         },
         options.durability,
     );
@@ -429,6 +439,7 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
             let sandbox = options.shared_pool.then(|| {
                 Sandbox::new(SandboxConfig {
                     worker: WorkerSpawn::CurrentExe,
+                    fork_server: options.fork_server,
                     ..SandboxConfig::default()
                 })
             });
@@ -522,6 +533,7 @@ fn long(options: &Options, backends: &Backends, base: &Path) {
     runtime.block_on(async {
         let sandbox = Sandbox::new(SandboxConfig {
             worker: WorkerSpawn::CurrentExe,
+            fork_server: options.fork_server,
             ..SandboxConfig::default()
         });
         let mut c = open(options, backends, Some(&sandbox), base);

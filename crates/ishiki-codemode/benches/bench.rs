@@ -183,6 +183,7 @@ async fn bench() {
     let sandbox = Sandbox::new(SandboxConfig {
         worker: WorkerSpawn::Program(worker),
         prespawn: 1,
+        fork_server: std::env::var_os("ISHIKI_BENCH_EXECUTED").is_none(),
         ..SandboxConfig::default()
     });
     sandbox.warm().await.expect("warm");
@@ -191,6 +192,9 @@ async fn bench() {
     let small = tools("line one\nline two");
     if wanted("invocation") {
         invocation(&sandbox, &small).await;
+    }
+    if wanted("start") {
+        start(&small).await;
     }
     if wanted("journey") {
         journey(&sandbox).await;
@@ -201,6 +205,49 @@ async fn bench() {
     if wanted("memory") {
         memory(&small).await;
     }
+}
+
+/// A program on an empty pool, its worker's start included: forked by the fork server against
+/// executed (issue 26). Interleaved, one of each per round.
+async fn start(small: &[Arc<dyn CallableTool>]) {
+    let worker = std::path::PathBuf::from(env!("CARGO_BIN_EXE_ishiki-codemode-worker"));
+    let cold = |fork_server| {
+        Sandbox::new(SandboxConfig {
+            worker: WorkerSpawn::Program(worker.clone()),
+            prespawn: 0,
+            fork_server,
+            ..SandboxConfig::default()
+        })
+    };
+    let (forked, executed) = (cold(true), cold(false));
+    let iterations = 200;
+    let mut times = [
+        Vec::with_capacity(iterations),
+        Vec::with_capacity(iterations),
+    ];
+    for i in 0..iterations + 5 {
+        for (n, sandbox) in [&forked, &executed].into_iter().enumerate() {
+            let started = Instant::now();
+            let outcome = sandbox.run(TWO_CALLS, small.to_vec()).await.expect("run");
+            let elapsed = started.elapsed();
+            assert_eq!(outcome.value, json!({ "n": 17, "ok": true }));
+            if i >= 5 {
+                times[n].push(elapsed);
+            }
+        }
+    }
+    assert_eq!(
+        forked.worker_start().as_deref(),
+        Some("forked by the sandbox's fork server")
+    );
+    let [fork, exec] = times;
+    let (fork, exec) = (median(fork), median(exec));
+    println!(
+        "BENCH\tcodemode program on an empty pool, worker start included, 2 tool calls (median)\t{:.0} µs forked ({:.0} µs executed: {:.2}×)\tforked < executed",
+        micros(fork),
+        micros(exec),
+        micros(fork) / micros(exec)
+    );
 }
 
 async fn invocation(sandbox: &Sandbox, small: &[Arc<dyn CallableTool>]) {

@@ -88,6 +88,13 @@ pub struct SandboxConfig {
     /// Workers kept started, with their engine built, waiting for a program. Each runs exactly
     /// one program. Ignored for [`WorkerSpawn::InProcess`].
     pub prespawn: usize,
+    /// Start workers by forking them from a fork server (Linux): one process per sandbox,
+    /// started from the worker program, that builds an engine once; each worker is a fresh
+    /// copy of it taken before any program ran, confined as an executed worker is. A start
+    /// then costs a fork instead of an exec, a dynamic link and an engine build. When the
+    /// server cannot start (an older worker binary, a kernel before 5.3), workers are
+    /// executed. Default `true`; ignored elsewhere and for [`WorkerSpawn::InProcess`].
+    pub fork_server: bool,
 }
 
 impl Default for SandboxConfig {
@@ -98,6 +105,7 @@ impl Default for SandboxConfig {
             clock_ms: 0,
             random_seed: 0,
             prespawn: 1,
+            fork_server: true,
         }
     }
 }

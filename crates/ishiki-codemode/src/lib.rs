@@ -104,6 +104,8 @@ mod probe;
 mod protocol;
 mod tool;
 mod worker;
+#[cfg(target_os = "linux")]
+mod zygote;
 
 pub use attachments::{AttachmentContent, AttachmentItem, Lifetime, parse_attachments};
 pub use config::{Limits, SandboxConfig, WorkerSpawn};

@@ -24,6 +24,10 @@ use std::io::{BufRead, BufReader, BufWriter, Stdin, Stdout, Write};
 /// // … then the host program as usual.
 /// ```
 pub fn run_if_worker() {
+    #[cfg(target_os = "linux")]
+    if let Ok(config) = std::env::var(crate::zygote::ZYGOTE_ENV) {
+        std::process::exit(crate::zygote::serve(&config));
+    }
     let Ok(config) = std::env::var(WORKER_ENV) else {
         return;
     };
@@ -87,22 +91,7 @@ fn serve(config_json: &str) -> i32 {
     match thread.map(std::thread::JoinHandle::join) {
         Ok(Ok(code)) => code,
         Ok(Err(panic)) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_owned());
-            let kind = if message.contains("capacity overflow") || message.contains("alloc") {
-                CodemodeErrorKind::Memory
-            } else {
-                CodemodeErrorKind::Worker
-            };
-            let text = if kind == CodemodeErrorKind::Memory {
-                format!("the program ran out of memory ({message})")
-            } else {
-                format!("the engine failed: {}", crate::tool::clip(&message, 200))
-            };
-            fail(&mut out, &CodemodeError::new(kind, text));
+            fail(&mut out, &panic_failure(&*panic));
             3
         }
         Err(e) => {
@@ -118,16 +107,70 @@ fn serve(config_json: &str) -> i32 {
     }
 }
 
-fn serve_one(config: &EngineConfig, confinement: crate::confine::ConfinementReport) -> i32 {
+/// What a panic of the engine says, as the program's failure.
+fn panic_failure(panic: &(dyn std::any::Any + Send)) -> CodemodeError {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned());
+    if message.contains("capacity overflow") || message.contains("alloc") {
+        CodemodeError::new(
+            CodemodeErrorKind::Memory,
+            format!("the program ran out of memory ({message})"),
+        )
+    } else {
+        CodemodeError::new(
+            CodemodeErrorKind::Worker,
+            format!("the engine failed: {}", crate::tool::clip(&message, 200)),
+        )
+    }
+}
+
+/// A worker forked by the fork server (`crate::zygote`), on the server's engine thread with a
+/// copy of its pristine engine: confines itself as [`serve`] does, then serves one program.
+#[cfg(target_os = "linux")]
+pub(crate) fn serve_forked(config: &EngineConfig, engine: &mut Engine) -> i32 {
     let mut out = std::io::stdout();
-    crate::engine::warm_up(config);
-    let mut engine = match Engine::new(config) {
-        Ok(engine) => engine,
-        Err(error) => {
-            fail(&mut out, &error);
+    let server = crate::os::parent_pid();
+    let confinement = match crate::confine::start_up(config.memory_bytes, config.cpu_seconds) {
+        Ok(report) => report,
+        Err(e) => {
+            fail(
+                &mut out,
+                &CodemodeError::new(
+                    CodemodeErrorKind::Worker,
+                    format!("cannot limit the worker: {e}"),
+                ),
+            );
             return 2;
         }
     };
+    crate::os::exit_when_orphaned(server);
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        serve_engine(engine, confinement)
+    }));
+    served.unwrap_or_else(|panic| {
+        fail(&mut out, &panic_failure(&*panic));
+        3
+    })
+}
+
+fn serve_one(config: &EngineConfig, confinement: crate::confine::ConfinementReport) -> i32 {
+    crate::engine::warm_up(config);
+    match Engine::new(config) {
+        Ok(mut engine) => serve_engine(&mut engine, confinement),
+        Err(error) => {
+            fail(&mut std::io::stdout(), &error);
+            2
+        }
+    }
+}
+
+/// Says `ready` and runs the one program the host sends on `engine`; never returns after a
+/// program ran.
+fn serve_engine(engine: &mut Engine, confinement: crate::confine::ConfinementReport) -> i32 {
+    let mut out = std::io::stdout();
     let ready = ToHost::Ready {
         confinement: Some(confinement),
     };

@@ -15,11 +15,13 @@ use crate::tool::{CallableTool, ValidatorCache, is_callable_name};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use tokio::io::BufReader;
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
+use tokio::process::Child;
 use tokio::sync::Notify;
 
 mod converse;
+#[cfg(target_os = "linux")]
+mod forked;
 mod peer;
 mod spawn;
 #[cfg(test)]
@@ -56,6 +58,22 @@ struct Inner {
     validators: ValidatorCache,
     pool: Mutex<Pool>,
     changed: Notify,
+    /// The fork server workers start from (Linux, `SandboxConfig::fork_server`).
+    #[cfg(target_os = "linux")]
+    fork_server: tokio::sync::Mutex<ForkSlot>,
+    /// How the last worker started, in words (see [`Sandbox::worker_start`]).
+    started_by: Mutex<Option<String>>,
+}
+
+/// The fork server, once asked for.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Default)]
+enum ForkSlot {
+    #[default]
+    NotStarted,
+    Running(Arc<forked::ForkServer>),
+    /// It could not start; workers are executed. Why.
+    Off(String),
 }
 
 #[derive(Debug, Default)]
@@ -72,41 +90,82 @@ struct Pool {
 }
 
 /// A started worker whose engine is built and which waits for its program.
-#[derive(Debug)]
 struct Worker {
     child: GroupChild,
-    stdin: ChildStdin,
+    stdin: WorkerStdin,
     out: WorkerOut,
 }
 
-/// A worker process that takes its process group with it when dropped: `kill_on_drop` ends the
-/// worker, this the rest of its group (a warm worker let go, a finished program's worker).
+/// The host's end of a worker's stdin.
+type WorkerStdin = Box<dyn AsyncWrite + Send + Unpin>;
+/// The host's end of a worker's stdout or stderr.
+type WorkerPipe = Box<dyn AsyncRead + Send + Unpin>;
+
+/// A worker process that takes its process group with it when dropped: an exec-started worker
+/// is killed (`kill_on_drop`), a forked one killed and released to its fork server, and then
+/// the rest of its group (a warm worker let go, a finished program's worker).
 #[derive(Debug)]
-struct GroupChild(Child);
+enum GroupChild {
+    Spawned(Child),
+    #[cfg(target_os = "linux")]
+    Forked(forked::ForkedChild),
+}
+
+impl GroupChild {
+    /// Its pid while it is unreaped (so its pid and group id are still its own).
+    fn id(&self) -> Option<u32> {
+        match self {
+            Self::Spawned(child) => child.id(),
+            #[cfg(target_os = "linux")]
+            Self::Forked(child) => Some(child.id()),
+        }
+    }
+
+    fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Self::Spawned(child) => child.try_wait(),
+            #[cfg(target_os = "linux")]
+            Self::Forked(child) => child.try_wait(),
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Self::Spawned(child) => child.wait().await,
+            #[cfg(target_os = "linux")]
+            Self::Forked(child) => child.wait().await,
+        }
+    }
+
+    /// Sends the worker SIGKILL; nobody waits.
+    fn start_kill(&mut self) {
+        match self {
+            Self::Spawned(child) => {
+                let _ = child.start_kill();
+            }
+            #[cfg(target_os = "linux")]
+            Self::Forked(child) => child.start_kill(),
+        }
+    }
+}
 
 impl Drop for GroupChild {
     fn drop(&mut self) {
-        kill_group(&self.0);
+        kill_group(self);
     }
 }
 
-impl std::ops::Deref for GroupChild {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for GroupChild {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("child", &self.child)
+            .finish_non_exhaustive()
     }
 }
 
 /// What a worker says: protocol on stdout, last words on stderr.
-#[derive(Debug)]
 struct WorkerOut {
-    stdout: BufReader<ChildStdout>,
+    stdout: BufReader<WorkerPipe>,
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_done: tokio::task::JoinHandle<()>,
 }
@@ -130,6 +189,9 @@ impl Sandbox {
                 validators: ValidatorCache::default(),
                 pool: Mutex::new(Pool::default()),
                 changed: Notify::new(),
+                #[cfg(target_os = "linux")]
+                fork_server: tokio::sync::Mutex::new(ForkSlot::NotStarted),
+                started_by: Mutex::new(None),
             }),
         };
         top_up(&sandbox.inner);
@@ -148,6 +210,14 @@ impl Sandbox {
     #[must_use]
     pub fn confinement(&self) -> Option<ConfinementReport> {
         lock(&self.inner.pool).confinement.clone()
+    }
+
+    /// How the last worker started, in words: forked by the sandbox's fork server, or executed
+    /// (and then why not forked); `None` before a worker started, and always for
+    /// [`WorkerSpawn::InProcess`].
+    #[must_use]
+    pub fn worker_start(&self) -> Option<String> {
+        lock(&self.inner.started_by).clone()
     }
 
     /// Waits until `prespawn` warm workers are ready, or reports why one cannot start.

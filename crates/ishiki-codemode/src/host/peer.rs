@@ -3,11 +3,10 @@
 
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
 use tokio::sync::mpsc;
 
 use super::spawn::{death, kill_group, next_line};
-use super::{GroupChild, Inner, Worker, WorkerOut};
+use super::{GroupChild, Inner, Worker, WorkerOut, WorkerStdin};
 use crate::config::{EngineConfig, SandboxConfig};
 use crate::engine::{Engine, Link, Reply};
 use crate::error::{CodemodeError, CodemodeErrorKind};
@@ -39,7 +38,7 @@ pub(super) trait Peer {
 /// A worker process that has taken its program.
 pub(super) struct ProcessPeer {
     pub(super) child: Option<GroupChild>,
-    pub(super) stdin: ChildStdin,
+    pub(super) stdin: WorkerStdin,
     pub(super) out: WorkerOut,
     /// Bytes for the worker's stdin, written from `outbox[written..]`.
     pub(super) outbox: Vec<u8>,
@@ -172,8 +171,9 @@ impl Peer for ProcessPeer {
     fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             kill_group(&child);
+            child.start_kill();
             tokio::spawn(async move {
-                let _ = child.kill().await;
+                let _ = child.wait().await;
             });
         }
     }

@@ -5,15 +5,14 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, ChildStdout};
-
-use super::{GroupChild, Inner, STDERR_TAIL, Worker, WorkerOut, lock};
+use super::{GroupChild, Inner, STDERR_TAIL, Worker, WorkerOut, WorkerPipe, WorkerStdin, lock};
 use crate::config::{SandboxConfig, WorkerSpawn};
 use crate::error::{CodemodeError, CodemodeErrorKind, human_bytes};
 use crate::protocol::{ToHost, WORKER_ENV};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-/// Starts a worker process and waits for its `ready`.
+/// Starts a worker process and waits for its `ready`: forked by the sandbox's fork server
+/// when it has one, else executed.
 pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError> {
     let program = match &inner.config.worker {
         WorkerSpawn::CurrentExe => std::env::current_exe().map_err(|e| {
@@ -30,9 +29,35 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
             ));
         }
     };
+    #[cfg(target_os = "linux")]
+    let forked = if inner.config.fork_server {
+        fork_worker(inner, &program).await
+    } else {
+        Err("off in the configuration".to_owned())
+    };
+    #[cfg(not(target_os = "linux"))]
+    let forked: Result<_, String> = Err("Linux only".to_owned());
+    let (child, stdin, stdout, stderr_pipe) = match forked {
+        Ok(started) => {
+            *lock(&inner.started_by) = Some("forked by the sandbox's fork server".to_owned());
+            started
+        }
+        Err(reason) => {
+            *lock(&inner.started_by) = Some(format!("executed (fork server: {reason})"));
+            exec_worker(inner, &program)?
+        }
+    };
+    ready(inner, &program, child, stdin, stdout, stderr_pipe).await
+}
+
+/// A worker's process and the host's ends of its pipes.
+type Started = (GroupChild, WorkerStdin, WorkerPipe, WorkerPipe);
+
+/// Executes `program` as a worker.
+fn exec_worker(inner: &Inner, program: &std::path::Path) -> Result<Started, CodemodeError> {
     // A clean environment: nothing of the host's (keys, tokens) is in reach of the worker,
     // should a program ever get past the engine.
-    let mut command = tokio::process::Command::new(&program);
+    let mut command = tokio::process::Command::new(program);
     command
         .env_clear()
         .env(WORKER_ENV, &inner.engine_env)
@@ -50,7 +75,7 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
             format!("cannot start the sandbox worker {}: {e}", program.display()),
         )
     })?;
-    let (Some(stdin), Some(stdout), Some(mut stderr_pipe)) =
+    let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         return Err(CodemodeError::new(
@@ -58,6 +83,69 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
             "the sandbox worker has no pipes",
         ));
     };
+    Ok((
+        GroupChild::Spawned(child),
+        Box::new(stdin),
+        Box::new(stdout),
+        Box::new(stderr),
+    ))
+}
+
+/// A worker forked by the sandbox's fork server, started on first use and again after it
+/// died; or why not (then the worker is executed, and a server that cannot start is not
+/// tried again).
+#[cfg(target_os = "linux")]
+async fn fork_worker(inner: &Inner, program: &std::path::Path) -> Result<Started, String> {
+    use super::ForkSlot;
+    use super::forked::ForkServer;
+    use tokio::net::unix::pipe;
+    // A server found dead on the way (killed, say) is started again, once.
+    let mut attempts = 0;
+    let (child, pipes) = loop {
+        attempts += 1;
+        let server = {
+            let mut slot = inner.fork_server.lock().await;
+            match &*slot {
+                ForkSlot::Off(reason) => return Err(reason.clone()),
+                ForkSlot::Running(server) if server.alive() => Arc::clone(server),
+                ForkSlot::Running(_) | ForkSlot::NotStarted => {
+                    match ForkServer::start(program, &inner.engine_env).await {
+                        Ok(server) => {
+                            let server = Arc::new(server);
+                            *slot = ForkSlot::Running(Arc::clone(&server));
+                            server
+                        }
+                        Err(reason) => {
+                            *slot = ForkSlot::Off(reason.clone());
+                            return Err(reason);
+                        }
+                    }
+                }
+            }
+        };
+        match server.fork().await {
+            Ok(forked) => break forked,
+            Err(_) if attempts < 2 && !server.alive() => {}
+            Err(reason) => return Err(reason),
+        }
+    };
+    let child = GroupChild::Forked(child);
+    let wrap = |e: std::io::Error| format!("cannot use a worker's pipe: {e}");
+    let stdin = pipe::Sender::from_owned_fd(pipes.stdin).map_err(wrap)?;
+    let stdout = pipe::Receiver::from_owned_fd(pipes.stdout).map_err(wrap)?;
+    let stderr = pipe::Receiver::from_owned_fd(pipes.stderr).map_err(wrap)?;
+    Ok((child, Box::new(stdin), Box::new(stdout), Box::new(stderr)))
+}
+
+/// Waits for a started worker's `ready`, or explains why it never came.
+async fn ready(
+    inner: &Inner,
+    program: &std::path::Path,
+    child: GroupChild,
+    stdin: WorkerStdin,
+    stdout: WorkerPipe,
+    mut stderr_pipe: WorkerPipe,
+) -> Result<Worker, CodemodeError> {
     let stderr = Arc::new(Mutex::new(Vec::new()));
     let tail = Arc::clone(&stderr);
     let stderr_done = tokio::spawn(async move {
@@ -74,7 +162,7 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
             }
         }
     });
-    let mut child = GroupChild(child);
+    let mut child = child;
     let mut out = WorkerOut {
         stdout: BufReader::new(stdout),
         stderr,
@@ -124,14 +212,14 @@ pub(super) async fn spawn_worker(inner: &Inner) -> Result<Worker, CodemodeError>
         ),
     };
     kill_group(&child);
-    let _ = child.start_kill();
+    child.start_kill();
     Err(problem)
 }
 
 /// Kills a worker's process group (the worker and anything it started). Only while the worker
 /// is not yet reaped (`id()` is `Some`): until then its pid, which is the group's id, cannot
 /// be reused by another process.
-pub(super) fn kill_group(child: &Child) {
+pub(super) fn kill_group(child: &GroupChild) {
     if let Some(pid) = child.id() {
         crate::os::kill_process_group(pid);
     }
@@ -140,7 +228,7 @@ pub(super) fn kill_group(child: &Child) {
 /// Reads one line without letting a worker make the host buffer without bound. Cancel-safe:
 /// a partial line stays in `buffer`.
 pub(super) async fn next_line(
-    reader: &mut BufReader<ChildStdout>,
+    reader: &mut BufReader<WorkerPipe>,
     buffer: &mut Vec<u8>,
     cap: usize,
 ) -> std::io::Result<Option<Vec<u8>>> {
@@ -168,7 +256,7 @@ pub(super) async fn next_line(
 
 /// Why a worker is gone, from its exit status and the end of its stderr.
 pub(super) async fn death(
-    child: &mut Child,
+    child: &mut GroupChild,
     out: &mut WorkerOut,
     config: &SandboxConfig,
     when: &str,
@@ -179,7 +267,7 @@ pub(super) async fn death(
     let status = match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
         Ok(status) => status.ok(),
         Err(_) => {
-            let _ = child.start_kill();
+            child.start_kill();
             None
         }
     };

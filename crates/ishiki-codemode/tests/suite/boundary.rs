@@ -361,19 +361,30 @@ async fn the_same_program_gives_the_same_outcome_whichever_tool_the_host_finishe
 
 const ORPHAN_CHILD: &str = "ISHIKI_TEST_ORPHAN_HOST";
 
-/// The host of the test below, in the test's own binary run again with [`ORPHAN_CHILD`] set:
-/// runs an endless program in a worker and never returns.
+/// The host of the tests below, in the test's own binary run again with [`ORPHAN_CHILD`] set
+/// (to `executed` for workers started without the fork server): runs an endless program in a
+/// worker and never returns.
 #[expect(
     clippy::print_stdout,
     reason = "a test's child process: it fails and reports as its test would"
 )]
-async fn orphaned_worker_host() {
-    let sandbox = sandbox(ishiki_codemode::Limits {
+async fn orphaned_worker_host(fork_server: bool) {
+    let limits = ishiki_codemode::Limits {
         timeout: std::time::Duration::from_secs(60),
         instruction_budget: u64::MAX,
         loop_iteration_limit: u64::MAX,
         ..limits()
-    });
+    };
+    let sandbox = if fork_server {
+        sandbox(limits)
+    } else {
+        ishiki_codemode::Sandbox::new(ishiki_codemode::SandboxConfig {
+            worker: ishiki_codemode::WorkerSpawn::Program(super::support::worker_path()),
+            limits,
+            fork_server: false,
+            ..ishiki_codemode::SandboxConfig::default()
+        })
+    };
     println!("host ready");
     let _ = sandbox.run("while (true) {}", vec![]).await;
 }
@@ -407,25 +418,38 @@ fn children_of(parent: u32) -> Vec<u32> {
 
 /// Issue 24: a host killed by a signal left its worker running a busy program for seconds
 /// (until its CPU limit). The worker notices it was orphaned and ends within a fraction of a
-/// second.
+/// second; with the fork server (issue 26) the server notices first, then its worker.
 #[cfg(target_os = "linux")]
 #[test]
 fn a_worker_whose_host_was_killed_ends_at_once() {
+    orphaned_worker_ends(
+        "suite::boundary::a_worker_whose_host_was_killed_ends_at_once",
+        true,
+    );
+}
+
+/// The same for a worker started without the fork server.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_executed_worker_whose_host_was_killed_ends_at_once() {
+    orphaned_worker_ends(
+        "suite::boundary::an_executed_worker_whose_host_was_killed_ends_at_once",
+        false,
+    );
+}
+
+#[cfg(target_os = "linux")]
+fn orphaned_worker_ends(test: &str, fork_server: bool) {
     use std::io::BufRead as _;
     if std::env::var_os(ORPHAN_CHILD).is_some() {
         return tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a runtime")
-            .block_on(orphaned_worker_host());
+            .block_on(orphaned_worker_host(fork_server));
     }
     let mut host = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "suite::boundary::a_worker_whose_host_was_killed_ends_at_once",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(ORPHAN_CHILD, "1")
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -438,16 +462,24 @@ fn a_worker_whose_host_was_killed_ends_at_once() {
             .any(|l| l.contains("host ready")),
         "the host never got ready"
     );
-    // The worker is the host's child once the program runs.
+    // The host's children, and theirs: the worker, or the fork server and the worker it
+    // forked for the program.
+    let descendants = |host: u32| {
+        let mut all = children_of(host);
+        let grandchildren: Vec<u32> = all.iter().flat_map(|&c| children_of(c)).collect();
+        all.extend(grandchildren);
+        all
+    };
+    let expected = if fork_server { 2 } else { 1 };
     let started = std::time::Instant::now();
     let workers = loop {
-        let workers = children_of(host.id());
-        if !workers.is_empty() || started.elapsed() > std::time::Duration::from_secs(20) {
+        let workers = descendants(host.id());
+        if workers.len() >= expected || started.elapsed() > std::time::Duration::from_secs(20) {
             break workers;
         }
         std::thread::park_timeout(std::time::Duration::from_millis(20));
     };
-    assert!(!workers.is_empty(), "no worker process");
+    assert!(workers.len() >= expected, "no worker process: {workers:?}");
     // Let the program get busy, then kill the host without any cleanup.
     std::thread::park_timeout(std::time::Duration::from_millis(300));
     host.kill().expect("SIGKILL the host");

@@ -5,6 +5,7 @@ mod boundary;
 mod cm;
 mod confinement;
 mod fast_paths;
+mod fork_server;
 mod hostile;
 mod memory;
 mod pool;

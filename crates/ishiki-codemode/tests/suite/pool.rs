@@ -33,6 +33,8 @@ async fn a_burst_of_programs_starts_workers_side_by_side() {
         worker: WorkerSpawn::Program(logging_worker(dir.path(), &log)),
         limits: limits(),
         prespawn: 1,
+        // The log counts process starts: executed workers (forked ones start no program).
+        fork_server: false,
         ..SandboxConfig::default()
     });
     let runs: Vec<_> = (0..3)

@@ -123,6 +123,7 @@ pub(crate) fn sandbox(limits: Limits) -> Sandbox {
         clock_ms: 1_700_000_000_000,
         random_seed: 7,
         prespawn: 1,
+        fork_server: true,
     })
 }
 
@@ -134,6 +135,7 @@ pub(crate) fn in_process(limits: Limits) -> Sandbox {
         clock_ms: 1_700_000_000_000,
         random_seed: 7,
         prespawn: 0,
+        fork_server: false,
     })
 }
 
