@@ -103,4 +103,4 @@ pub use project::{
     AttachmentContent, AttachmentMessage, ModelInput, Projection, ProjectionInput, project,
 };
 pub use record::{AttachmentRecord, SourceLink, Verdict};
-pub use state::{DeliveryState, PendingChange, RecordState};
+pub use state::{DeliveryRow, DeliveryState, PendingChange, RecordState};

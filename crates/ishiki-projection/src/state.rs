@@ -23,16 +23,21 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
-/// One record's state, keyed by the record's arrival `seq` and `id`.
+/// One record's state, keyed by the record's arrival `seq` and `id`: an entry of a
+/// [`DeliveryState`], and the unit a store keeps it in (serialized as
+/// `{"id", "seq", "viewed"?, "consumed"?, "released"?, "reason_delivered"?}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Entry {
-    id: String,
-    seq: u64,
+pub struct DeliveryRow {
+    /// The record's id.
+    pub id: String,
+    /// The record's arrival sequence number.
+    pub seq: u64,
+    /// What has happened to it.
     #[serde(flatten)]
-    state: RecordState,
+    pub state: RecordState,
 }
 
-impl Entry {
+impl DeliveryRow {
     fn key(&self) -> (u64, &str) {
         (self.seq, &self.id)
     }
@@ -48,20 +53,28 @@ impl Entry {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "Wire", into = "Wire")]
 pub struct DeliveryState {
-    entries: Vec<Entry>,
+    entries: Vec<DeliveryRow>,
 }
 
 /// The serialized form: `{ "records": [ { "id", "seq", "viewed"?, … } ] }` in `(seq, id)` order.
 #[derive(Serialize, Deserialize)]
 struct Wire {
     #[serde(default)]
-    records: Vec<Entry>,
+    records: Vec<DeliveryRow>,
 }
 
 impl From<Wire> for DeliveryState {
     fn from(wire: Wire) -> Self {
+        wire.records.into_iter().collect()
+    }
+}
+
+/// A state from rows in any order; a record named twice has the union of its flags (which
+/// only ever turn on), as a store that kept a record's state in two places would have it.
+impl FromIterator<DeliveryRow> for DeliveryState {
+    fn from_iter<I: IntoIterator<Item = DeliveryRow>>(rows: I) -> Self {
         // Restore the order invariant whatever the stored order; merge duplicates' flags.
-        let mut entries = wire.records;
+        let mut entries: Vec<DeliveryRow> = rows.into_iter().collect();
         entries.sort_by(|a, b| a.key().cmp(&b.key()));
         entries.dedup_by(|later, kept| {
             let same = later.key() == kept.key();
@@ -109,6 +122,13 @@ impl DeliveryState {
             Ok(i) => self.entries[i].state,
             Err(_) => RecordState::default(),
         }
+    }
+
+    /// The rows of every record with a state, in `(seq, id)` order: what a store writes one
+    /// by one (see [`DeliveryState::changed_by`]) and gives back to
+    /// [`DeliveryState::from_iter`](FromIterator::from_iter).
+    pub fn rows(&self) -> &[DeliveryRow] {
+        &self.entries
     }
 
     /// Records with any state, as `(id, state)` in arrival order.
@@ -191,7 +211,7 @@ impl DeliveryState {
         touched
     }
 
-    fn apply(&mut self, fresh: &mut Vec<Entry>, m: &Mark, f: impl FnOnce(&mut RecordState)) {
+    fn apply(&mut self, fresh: &mut Vec<DeliveryRow>, m: &Mark, f: impl FnOnce(&mut RecordState)) {
         let key = (m.seq, m.id.as_str());
         if let Ok(i) = self.entries.binary_search_by(|e| e.key().cmp(&key)) {
             f(&mut self.entries[i].state);
@@ -200,7 +220,7 @@ impl DeliveryState {
         } else {
             let mut state = RecordState::default();
             f(&mut state);
-            fresh.push(Entry {
+            fresh.push(DeliveryRow {
                 id: m.id.clone(),
                 seq: m.seq,
                 state,
@@ -221,7 +241,7 @@ impl DeliveryState {
 /// order costs one binary search, never a wrong answer.
 #[derive(Debug)]
 pub(crate) struct Cursor<'s> {
-    entries: &'s [Entry],
+    entries: &'s [DeliveryRow],
     pos: usize,
 }
 
@@ -229,7 +249,7 @@ impl Cursor<'_> {
     pub(crate) fn get(&mut self, seq: u64, id: &str) -> RecordState {
         let e = self.entries;
         let key = (seq, id);
-        let less = |x: &Entry| x.key() < key;
+        let less = |x: &DeliveryRow| x.key() < key;
         // Fast path for records in order: the entry at the cursor is this record, or lies
         // beyond it (the record has no state). Comparing `seq` first avoids most string reads.
         let p = self.pos;
@@ -336,7 +356,7 @@ mod tests {
     fn state(keys: &[(u64, &str)]) -> DeliveryState {
         let entries = keys
             .iter()
-            .map(|&(seq, id)| Entry {
+            .map(|&(seq, id)| DeliveryRow {
                 id: id.to_owned(),
                 seq,
                 state: RecordState {
@@ -346,6 +366,39 @@ mod tests {
             })
             .collect();
         DeliveryState::from(Wire { records: entries })
+    }
+
+    #[test]
+    fn rows_in_any_order_with_a_record_twice_make_one_sorted_state() {
+        let row = |seq, id: &str, viewed, consumed| DeliveryRow {
+            id: id.to_owned(),
+            seq,
+            state: RecordState {
+                viewed,
+                consumed,
+                ..RecordState::default()
+            },
+        };
+        let state: DeliveryState = [
+            row(5, "e", true, false),
+            row(1, "a", true, false),
+            row(5, "e", false, true),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            state.rows(),
+            [row(1, "a", true, false), row(5, "e", true, true)],
+            "sorted by (seq, id), the twice-named record with both flags"
+        );
+        // A row's serialized form is what a store keeps, and reads back as the same row.
+        let json = serde_json::to_value(&state.rows()[1]).expect("serializes");
+        assert_eq!(
+            json,
+            serde_json::json!({ "id": "e", "seq": 5, "viewed": true, "consumed": true })
+        );
+        let back: DeliveryRow = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(back, state.rows()[1]);
     }
 
     #[test]
@@ -398,7 +451,7 @@ mod tests {
             let id = |seq: u64| format!("r{seq}");
             let mut old = DeliveryState::new();
             for (seq, flags) in before {
-                old.entries.push(Entry {
+                old.entries.push(DeliveryRow {
                     id: id(seq),
                     seq,
                     state: RecordState {
@@ -422,7 +475,7 @@ mod tests {
             let changed = old.changed_by(&change);
             let named: std::collections::BTreeSet<(u64, &str)> =
                 change.marks().map(|m| (m.seq, m.id.as_str())).collect();
-            let expected: Vec<&Entry> = committed
+            let expected: Vec<&DeliveryRow> = committed
                 .entries
                 .iter()
                 .filter(|e| named.contains(&e.key()))
@@ -431,7 +484,7 @@ mod tests {
             proptest::prop_assert_eq!(changed.entries.iter().collect::<Vec<_>>(), expected);
             // The old state with the changed entries laid over it is the committed state.
             let changed_keys: std::collections::BTreeSet<(u64, &str)> =
-                changed.entries.iter().map(Entry::key).collect();
+                changed.entries.iter().map(DeliveryRow::key).collect();
             let mut union = old.entries.clone();
             union.retain(|e| !changed_keys.contains(&e.key()));
             union.extend(changed.entries.iter().cloned());

@@ -646,19 +646,14 @@ struct MessageRecord {
     input_transformations: Vec<Value>,
 }
 
-/// The delivery state of single records as the store keeps them: each entry of `state`'s
-/// serialized form (`{"records": [{"id", "seq", flags…}]}`), keyed by its record's id.
+/// The delivery state of single records as the store keeps them: each row of `state`,
+/// keyed by its record's id.
 fn delivery_records(state: &DeliveryState) -> Result<Vec<(String, Value)>, RuntimeError> {
-    let Value::Object(mut wire) = to_json(state)? else {
-        return Ok(Vec::new());
-    };
-    let Some(Value::Array(records)) = wire.remove("records") else {
-        return Ok(Vec::new());
-    };
-    Ok(records
-        .into_iter()
-        .filter_map(|r| Some((r.get("id")?.as_str()?.to_owned(), r)))
-        .collect())
+    state
+        .rows()
+        .iter()
+        .map(|row| Ok((row.id.clone(), to_json(row)?)))
+        .collect()
 }
 
 impl Runtime {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use ishiki_outlet::Outlet;
-use ishiki_projection::DeliveryState;
+use ishiki_projection::{DeliveryRow, DeliveryState};
 use ishiki_resources::{
     ArtifactStore, AssetScheme, AssetStore, DiskArtifactStore, DiskAssetStore, LocalScheme,
     ResourceCenter, WorkspaceScheme,
@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::meta::Meta;
 use super::{
     CallReport, CatalogBlob, Entry, MessageRecord, PlannedCall, Runtime, RuntimeBuilder,
-    StoredRecord, checked_definition, delivery_records, stored_message, to_json,
+    StoredRecord, checked_definition, stored_message,
 };
 use crate::builtin::Shared;
 use crate::context::{ContextState, Window};
@@ -361,13 +361,13 @@ fn delivery_state(
     whole: Option<Value>,
     records: BTreeMap<String, Value>,
 ) -> Result<DeliveryState, RuntimeError> {
-    let mut entries = Vec::new();
+    let mut rows = Vec::new();
     if let Some(v) = whole {
         let state: DeliveryState = decode::strict("state", "key `delivery`", v)?;
         if records.is_empty() {
             return Ok(state);
         }
-        entries.extend(delivery_records(&state)?.into_iter().map(|(_, e)| e));
+        rows.extend_from_slice(state.rows());
     }
     for (id, value) in records {
         // Each row on its own, so a damaged one is named by its id.
@@ -380,18 +380,7 @@ fn delivery_state(
                 format!("the row holds the state of record `{}`", decoded.id),
             ));
         }
-        entries.push(to_json(&decoded)?);
+        rows.push(decoded);
     }
-    serde_json::from_value(serde_json::json!({ "records": entries }))
-        .map_err(|e| decode::damaged("delivery", "its rows", e))
-}
-
-/// A row of the store's delivery records: one record's state, as the projection's delivery
-/// state writes each of its entries.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct DeliveryRow {
-    id: String,
-    seq: u64,
-    #[serde(flatten)]
-    state: ishiki_projection::RecordState,
+    Ok(rows.into_iter().collect())
 }
