@@ -487,9 +487,8 @@ impl Runtime {
     /// moved or deleted state directory stops the step with an error naming it).
     fn commit_batch(&mut self, batch: &Batch, context: &str) -> Result<(), RuntimeError> {
         self.state_identity.check()?;
-        self.store_mut()
-            .commit(batch)
-            .map_err(|e| RuntimeError::store(context, &e))
+        let store = self.store_mut();
+        blocking(|| store.commit(batch)).map_err(|e| RuntimeError::store(context, &e))
     }
 
     fn store_mut(&mut self) -> &mut dyn HistoryStore {
@@ -644,6 +643,19 @@ struct MessageRecord {
     /// diagnosis.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     input_transformations: Vec<Value>,
+}
+
+/// Runs synchronous store work (a commit's fsync, a PostgreSQL round trip). On a
+/// multi-threaded Tokio runtime the calling worker first hands its other tasks to another
+/// worker (`block_in_place`), so the wait stalls only this conversation, not every task queued
+/// behind it on the same worker; on any other runtime, or none, it runs in place.
+pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
 }
 
 /// The delivery state of single records as the store keeps them: each row of `state`,

@@ -155,7 +155,7 @@ impl Runtime {
         };
         // A row the store itself could not read is damage (its message names table and row);
         // RuntimeError::store gives it that kind and keeps the store's own.
-        let stored = store.load().map_err(|e| {
+        let stored = super::blocking(|| store.load()).map_err(|e| {
             let context = match e.kind() {
                 StoreErrorKind::Corrupt => "the history store is damaged",
                 _ => "cannot load the history store",
