@@ -127,12 +127,12 @@ fn panic_failure(panic: &(dyn std::any::Any + Send)) -> CodemodeError {
     }
 }
 
-/// A worker forked by the fork server (`crate::zygote`), on the server's engine thread with a
-/// copy of its pristine engine: confines itself as [`serve`] does, then serves one program.
+/// A worker forked by the fork server `server` (`crate::zygote`), on the server's engine
+/// thread with a copy of its pristine engine: confines itself as [`serve`] does, then serves
+/// one program.
 #[cfg(target_os = "linux")]
-pub(crate) fn serve_forked(config: &EngineConfig, engine: &mut Engine) -> i32 {
+pub(crate) fn serve_forked(config: &EngineConfig, engine: &mut Engine, server: u32) -> i32 {
     let mut out = std::io::stdout();
-    let server = crate::os::parent_pid();
     let confinement = match crate::confine::start_up(config.memory_bytes, config.cpu_seconds) {
         Ok(report) => report,
         Err(e) => {

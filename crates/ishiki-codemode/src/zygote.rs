@@ -8,15 +8,16 @@
 //! the warm-up program, builds one engine that never runs a program, says [`READY`], and then
 //! serves messages, one per packet:
 //!
-//! - host → server: [`FORK`] with three descriptors attached (the new worker's stdin, stdout
-//!   and stderr); [`RELEASE`] + pid (little-endian `u32`) once the host is done with a worker.
-//! - server → host: [`FORKED`] + pid, or [`FORK_FAILED`] + errno, answering forks in order;
+//! - host → server: [`FORK`] + request id (little-endian `u32`) with three descriptors attached
+//!   (the new worker's stdin, stdout and stderr); [`RELEASE`] + pid (`u32`) once the host is
+//!   done with a worker.
+//! - server → host: [`FORKED`] + request id + pid, or [`FORK_FAILED`] + request id + errno;
 //!   [`EXITED`] + pid + wait status (`i32`) when a worker ends.
 //!
 //! Each worker is a copy of the server taken before any program ran: a fresh process with a
 //! pristine engine (the realm is deterministic: `Math.random` is seeded by the configuration),
-//! which runs the warm-up once more on a throwaway engine (so the pages a program writes are
-//! its own before the program comes) and confines itself exactly as an exec-started worker does (`confine::start_up`:
+//! which builds a throwaway engine (so the pages a program writes are its own before the
+//! program comes) and confines itself exactly as an exec-started worker does (`confine::start_up`:
 //! descriptors, limits, capabilities, `no_new_privs`, Landlock, the seccomp allow-list) and
 //! leads its own process group. A worker stays unreaped until the host releases it, so the
 //! host's kill of its process group can never reach a reused pid. The server is
@@ -161,6 +162,10 @@ pub(crate) fn receive_packet(
     }
     // Extra descriptors close as they drop.
     fds.truncate(max_fds);
+    if message.msg_flags & libc::MSG_CTRUNC != 0 {
+        // Descriptors were lost (the process is out of them): the packet is not whole.
+        fds.clear();
+    }
     if message.msg_flags & libc::MSG_TRUNC != 0 {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -270,9 +275,21 @@ fn serve_forks(config: &EngineConfig, host: u32) -> i32 {
             match receive_packet(CONTROL, &mut buffer, 3) {
                 Ok((0, _)) | Err(_) => return 0,
                 Ok((n, fds)) => match buffer[..n] {
-                    [FORK] if fds.len() == 3 => {
-                        if let Some(worker) = fork(&mut engine, config, fds) {
-                            workers.push(worker);
+                    [FORK, a, b, c, d] => {
+                        let id = [a, b, c, d];
+                        if fds.len() != 3 {
+                            // Not all descriptors arrived (out of descriptors): this fork
+                            // fails, the server serves on.
+                            if !answer(FORK_FAILED, id, libc::EMFILE.to_le_bytes()) {
+                                return 0;
+                            }
+                            continue;
+                        }
+                        match fork(&mut engine, config, fds, id) {
+                            Ok(Some(worker)) => workers.push(worker),
+                            Ok(None) => {}
+                            // The host cannot hear the answer: it is gone.
+                            Err(()) => return 0,
                         }
                     }
                     [RELEASE, a, b, c, d] => {
@@ -292,67 +309,98 @@ fn serve_forks(config: &EngineConfig, host: u32) -> i32 {
     }
 }
 
-/// Forks one worker with `fds` as its stdin, stdout and stderr; says which pid, or why not.
-fn fork(engine: &mut Engine, config: &EngineConfig, fds: Vec<OwnedFd>) -> Option<Forked> {
+/// Sends the answer to fork request `id`; false when the host cannot be reached.
+fn answer(kind: u8, id: [u8; 4], value: [u8; 4]) -> bool {
+    let mut packet = vec![kind];
+    packet.extend_from_slice(&id);
+    packet.extend_from_slice(&value);
+    send_packet(CONTROL, &packet, &[], true).is_ok()
+}
+
+/// Forks one worker with `fds` as its stdin, stdout and stderr and tells the host which pid,
+/// or why not. `Err` when the host cannot be told (the worker, if any, is gone again).
+fn fork(
+    engine: &mut Engine,
+    config: &EngineConfig,
+    fds: Vec<OwnedFd>,
+    id: [u8; 4],
+) -> Result<Option<Forked>, ()> {
+    let server = std::process::id() as libc::pid_t;
     // SAFETY: this process runs one thread besides a main thread parked in `join`, which holds
     // no lock; the child continues on this thread alone and never returns from `worker`.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        worker(engine, config, &fds);
+        worker(engine, config, &fds, server);
     }
     drop(fds);
-    let answer = |packet: &[u8]| send_packet(CONTROL, packet, &[], true).is_ok();
     if pid < 0 {
         let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        let mut packet = vec![FORK_FAILED];
-        packet.extend_from_slice(&errno.to_le_bytes());
-        answer(&packet);
-        return None;
+        return if answer(FORK_FAILED, id, errno.to_le_bytes()) {
+            Ok(None)
+        } else {
+            Err(())
+        };
     }
+    let kill = || {
+        // SAFETY: plain integers; the child is ours and unreaped.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    };
     let pidfd = match pidfd_open(pid) {
         Ok(fd) => fd,
         Err(e) => {
-            // SAFETY: plain integers; the child is ours and unreaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-            }
-            let mut packet = vec![FORK_FAILED];
-            packet.extend_from_slice(&e.raw_os_error().unwrap_or(0).to_le_bytes());
-            answer(&packet);
-            return None;
+            kill();
+            let errno = e.raw_os_error().unwrap_or(0);
+            return if answer(FORK_FAILED, id, errno.to_le_bytes()) {
+                Ok(None)
+            } else {
+                Err(())
+            };
         }
     };
-    let mut packet = vec![FORKED];
-    packet.extend_from_slice(&(pid as u32).to_le_bytes());
-    answer(&packet);
-    Some(Forked {
+    if !answer(FORKED, id, (pid as u32).to_le_bytes()) {
+        kill();
+        return Err(());
+    }
+    Ok(Some(Forked {
         pid,
         pidfd,
         reported: false,
         released: false,
-    })
+    }))
 }
 
 /// The forked worker: its pipes become stdin, stdout and stderr, it leads a process group of
-/// its own, confines itself and serves one program on the engine it was forked with.
-fn worker(engine: &mut Engine, config: &EngineConfig, fds: &[OwnedFd]) -> ! {
-    for (target, fd) in fds.iter().enumerate() {
-        // SAFETY: `dup2` onto 0, 1 and 2; the received descriptors are all 3 or above.
-        if unsafe { libc::dup2(fd.as_raw_fd(), target as RawFd) } < 0 {
-            // SAFETY: ends this process without running the server's code.
-            unsafe { libc::_exit(2) };
+/// its own, confines itself and serves one program on the engine it was forked with. Never
+/// returns into the server's code, not even by a panic.
+fn worker(engine: &mut Engine, config: &EngineConfig, fds: &[OwnedFd], server: libc::pid_t) -> ! {
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for (target, fd) in fds.iter().enumerate() {
+            // SAFETY: `dup2` onto 0, 1 and 2; the received descriptors are all 3 or above.
+            if unsafe { libc::dup2(fd.as_raw_fd(), target as RawFd) } < 0 {
+                return 2;
+            }
         }
-    }
-    // SAFETY: `setpgid(0, 0)` makes this process the leader of a new group.
-    unsafe { libc::setpgid(0, 0) };
-    // The warm-up again, on a throwaway engine: it makes private the allocator and stack
-    // pages a program writes, which would otherwise be copied on write one fault at a time
-    // while the program runs (measured: a warm forked worker's program took 1.2 ms without
-    // it, 0.75 ms with it; an executed worker's 0.9 ms).
-    crate::engine::warm_up(config);
-    let code = crate::worker::serve_forked(config, engine);
-    std::process::exit(code)
+        // The server's own descriptors (its socket, the received originals, the other
+        // workers' pidfds) go now: the worker's report then says what it holds (descriptors
+        // the host passed were closed by the server when it started).
+        let _ = crate::os::close_inherited_descriptors();
+        // SAFETY: plain calls: the parent's pid, and a new process group led by this process.
+        unsafe {
+            // The server died since it forked: nobody would notice this worker end.
+            if libc::getppid() != server {
+                return 2;
+            }
+            libc::setpgid(0, 0);
+        }
+        // The pages a program writes made its own before the program comes (see there).
+        crate::engine::touch_engine_pages(config);
+        crate::worker::serve_forked(config, engine, server as u32)
+    }));
+    // SAFETY: ends this process without running the server's code or destructors.
+    unsafe { libc::_exit(served.unwrap_or(3)) }
 }
 
 /// Notes that a worker ended: tells the host (once), and reaps it if the host let it go.

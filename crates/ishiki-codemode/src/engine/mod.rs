@@ -51,7 +51,7 @@ use console::*;
 use failure::*;
 use realm::*;
 use tools::*;
-pub(crate) use warm_up::warm_up;
+pub(crate) use warm_up::{touch_engine_pages, warm_up};
 
 /// The engine's side of the channel to the host.
 pub(crate) trait Link {

@@ -72,9 +72,14 @@ enum ForkSlot {
     #[default]
     NotStarted,
     Running(Arc<forked::ForkServer>),
-    /// It could not start; workers are executed. Why.
-    Off(String),
+    /// It could not start (why, and when): workers are executed, and another start is tried
+    /// once [`FORK_SERVER_RETRY`] has passed.
+    Off(String, std::time::Instant),
 }
+
+/// How long a sandbox executes workers after its fork server could not start.
+#[cfg(target_os = "linux")]
+const FORK_SERVER_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Default)]
 struct Pool {
@@ -117,7 +122,7 @@ impl GroupChild {
         match self {
             Self::Spawned(child) => child.id(),
             #[cfg(target_os = "linux")]
-            Self::Forked(child) => Some(child.id()),
+            Self::Forked(child) => child.id(),
         }
     }
 
@@ -134,6 +139,15 @@ impl GroupChild {
             Self::Spawned(child) => child.wait().await,
             #[cfg(target_os = "linux")]
             Self::Forked(child) => child.wait().await,
+        }
+    }
+
+    /// Why the worker's fork server is gone, for a forked worker whose server is.
+    fn server_gone(&self) -> Option<String> {
+        match self {
+            Self::Spawned(_) => None,
+            #[cfg(target_os = "linux")]
+            Self::Forked(child) => child.server_gone(),
         }
     }
 

@@ -172,8 +172,11 @@ impl Peer for ProcessPeer {
         if let Some(mut child) = self.child.take() {
             kill_group(&child);
             child.start_kill();
+            // Reaped (or released to its fork server) once it is gone; a status that never
+            // comes does not keep the task.
             tokio::spawn(async move {
-                let _ = child.wait().await;
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_secs(10), child.wait()).await;
             });
         }
     }

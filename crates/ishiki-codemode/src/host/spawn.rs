@@ -106,9 +106,13 @@ async fn fork_worker(inner: &Inner, program: &std::path::Path) -> Result<Started
         let server = {
             let mut slot = inner.fork_server.lock().await;
             match &*slot {
-                ForkSlot::Off(reason) => return Err(reason.clone()),
+                ForkSlot::Off(reason, since) if since.elapsed() < super::FORK_SERVER_RETRY => {
+                    return Err(reason.clone());
+                }
                 ForkSlot::Running(server) if server.alive() => Arc::clone(server),
-                ForkSlot::Running(_) | ForkSlot::NotStarted => {
+                // Never started, gone, retired (see `forked::RETIRE_AFTER`), or off long
+                // enough to try again.
+                ForkSlot::Running(_) | ForkSlot::NotStarted | ForkSlot::Off(..) => {
                     match ForkServer::start(program, &inner.engine_env).await {
                         Ok(server) => {
                             let server = Arc::new(server);
@@ -116,7 +120,7 @@ async fn fork_worker(inner: &Inner, program: &std::path::Path) -> Result<Started
                             server
                         }
                         Err(reason) => {
-                            *slot = ForkSlot::Off(reason.clone());
+                            *slot = ForkSlot::Off(reason.clone(), std::time::Instant::now());
                             return Err(reason);
                         }
                     }
@@ -193,7 +197,9 @@ async fn ready(
         },
         Ok(Ok(None) | Err(_)) => {
             let error = death(&mut child, &mut out, &inner.config, "while starting").await;
-            if error.kind() == CodemodeErrorKind::Worker {
+            // A forked worker is the fork server's copy: the question is for executed ones.
+            if matches!(child, GroupChild::Spawned(_)) && error.kind() == CodemodeErrorKind::Worker
+            {
                 CodemodeError::new(
                     CodemodeErrorKind::Worker,
                     format!(
@@ -273,7 +279,12 @@ pub(super) async fn death(
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), &mut out.stderr_done).await;
     let stderr = String::from_utf8_lossy(&lock(&out.stderr)).into_owned();
-    explain_exit(status, &stderr, config, when)
+    let error = explain_exit(status, &stderr, config, when);
+    // A forked worker ends with its fork server: say so when that is why.
+    match child.server_gone() {
+        Some(reason) => CodemodeError::new(error.kind(), format!("{} ({reason})", error.message())),
+        None => error,
+    }
 }
 
 /// The pure part of [`death`]: an exit status and stderr, in words.

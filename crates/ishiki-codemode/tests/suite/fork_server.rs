@@ -116,7 +116,9 @@ async fn a_fork_server_that_died_is_started_again() {
         .status()
         .expect("kill runs");
     assert!(killed.success());
-    // The warm worker it forked ends with it; the next programs get a new server's workers.
+    // The warm worker it forked ends with it (within the orphan watch's 50 ms); the next
+    // programs get a new server's workers.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     for n in 0..3 {
         let outcome = sandbox
             .run(&format!("return {n}"), vec![])
@@ -125,6 +127,32 @@ async fn a_fork_server_that_died_is_started_again() {
         assert_eq!(outcome.value, serde_json::json!(n));
     }
     assert_eq!(pids(&log).len(), 2, "the server was started again, once");
+    assert_eq!(
+        sandbox.worker_start().as_deref(),
+        Some("forked by the sandbox's fork server")
+    );
+}
+
+/// A server serves a bounded number of forks (its workers share its memory layout), then a
+/// freshly executed one takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_server_is_replaced_after_its_share_of_forks() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let log = dir.path().join("servers.log");
+    let sandbox = Sandbox::new(SandboxConfig {
+        prespawn: 0,
+        ..config(script(dir.path(), &log, false))
+    });
+    // 64 forks per server: the 65th program is forked by a second server.
+    for n in 0..70 {
+        let outcome = sandbox
+            .run(&format!("return {n}"), vec![])
+            .await
+            .expect("runs");
+        assert_eq!(outcome.value, serde_json::json!(n));
+    }
+    let servers = std::fs::read_to_string(&log).expect("the log");
+    assert_eq!(servers.lines().count(), 2, "{servers}");
     assert_eq!(
         sandbox.worker_start().as_deref(),
         Some("forked by the sandbox's fork server")
