@@ -235,6 +235,15 @@ fn serve_forks(config: &EngineConfig, host: u32) -> i32 {
         Ok(engine) => engine,
         Err(error) => return failed(error.message()),
     };
+    // Forking is safe while the only other thread is the main one, parked in `join`: should
+    // the engine or a library ever start one of its own, refuse to serve (the host then
+    // executes workers) instead of forking a copy that could deadlock on its lock.
+    let threads = std::fs::read_dir("/proc/self/task").map_or(0, Iterator::count);
+    if threads != 2 {
+        return failed(&format!(
+            "the fork server runs {threads} threads; it forks only with two"
+        ));
+    }
     if send_packet(CONTROL, &[READY], &[], true).is_err() {
         return 0;
     }
