@@ -190,7 +190,10 @@ fn stopped() -> ResourceError {
     )
 }
 
-/// Runs `work` on the i/o runtime and blocks the calling thread until it is done.
+/// Runs `work` on the i/o runtime and blocks the calling thread until it is done. Called on a
+/// worker of a multi-threaded Tokio runtime (the resource traits are synchronous, their callers
+/// async), the worker first hands its queued tasks to another (`block_in_place`), so the round
+/// trip stalls only the caller's task, not every task queued behind it.
 pub(crate) fn wait<T: Send + 'static>(
     work: impl Future<Output = Result<T, ResourceError>> + Send + 'static,
 ) -> Result<T, ResourceError> {
@@ -198,7 +201,13 @@ pub(crate) fn wait<T: Send + 'static>(
     io_runtime()?.spawn(async move {
         let _ = tx.send(work.await);
     });
-    rx.recv().map_err(|_| stopped())?
+    let receive = || rx.recv().map_err(|_| stopped());
+    match tokio::runtime::Handle::try_current() {
+        Ok(caller) if caller.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(receive)?
+        }
+        _ => receive()?,
+    }
 }
 
 /// Runs `work` on the i/o runtime from async code.
