@@ -69,18 +69,8 @@ fn serve(config_json: &str) -> i32 {
     // no capabilities, no new privileges, no filesystem, only the system calls a worker makes.
     // A layer the kernel lacks is reported, not fatal; the limits are.
     let parent = crate::os::parent_pid();
-    let confinement = match crate::confine::start_up(config.memory_bytes, config.cpu_seconds) {
-        Ok(report) => report,
-        Err(e) => {
-            fail(
-                &mut out,
-                &CodemodeError::new(
-                    CodemodeErrorKind::Worker,
-                    format!("cannot limit the worker: {e}"),
-                ),
-            );
-            return 2;
-        }
+    let Some(confinement) = start_up(&config, &mut out) else {
+        return 2;
     };
     crate::os::exit_when_orphaned(parent);
     let stack = config.stack_bytes;
@@ -103,6 +93,24 @@ fn serve(config_json: &str) -> i32 {
                 ),
             );
             2
+        }
+    }
+}
+
+/// Closes inherited descriptors, applies the limits and the confinement layers
+/// (`confine::start_up`), or says why not (then the worker exits with 2).
+fn start_up(config: &EngineConfig, out: &mut Stdout) -> Option<crate::confine::ConfinementReport> {
+    match crate::confine::start_up(config.memory_bytes, config.cpu_seconds) {
+        Ok(report) => Some(report),
+        Err(e) => {
+            fail(
+                out,
+                &CodemodeError::new(
+                    CodemodeErrorKind::Worker,
+                    format!("cannot limit the worker: {e}"),
+                ),
+            );
+            None
         }
     }
 }
@@ -133,18 +141,8 @@ fn panic_failure(panic: &(dyn std::any::Any + Send)) -> CodemodeError {
 #[cfg(target_os = "linux")]
 pub(crate) fn serve_forked(config: &EngineConfig, engine: &mut Engine, server: u32) -> i32 {
     let mut out = std::io::stdout();
-    let confinement = match crate::confine::start_up(config.memory_bytes, config.cpu_seconds) {
-        Ok(report) => report,
-        Err(e) => {
-            fail(
-                &mut out,
-                &CodemodeError::new(
-                    CodemodeErrorKind::Worker,
-                    format!("cannot limit the worker: {e}"),
-                ),
-            );
-            return 2;
-        }
+    let Some(confinement) = start_up(config, &mut out) else {
+        return 2;
     };
     crate::os::exit_when_orphaned(server);
     let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

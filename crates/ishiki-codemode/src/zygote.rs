@@ -52,6 +52,25 @@ pub(crate) const EXITED: u8 = b'x';
 /// The control socket: the server's stdin.
 const CONTROL: RawFd = 0;
 
+/// A connected pair of `SOCK_SEQPACKET` sockets, close-on-exec.
+pub(crate) fn socket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut pair = [0; 2];
+    // SAFETY: `socketpair` writes two new descriptors into a live array.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and nothing else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
+}
+
 /// Largest packet either side sends.
 pub(crate) const MAX_PACKET: usize = 512;
 
@@ -478,19 +497,7 @@ mod tests {
 
     #[test]
     fn a_packet_and_its_descriptors_cross_the_socket() {
-        let mut pair = [0; 2];
-        // SAFETY: `socketpair` writes two descriptors into a live array.
-        let rc = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-                0,
-                pair.as_mut_ptr(),
-            )
-        };
-        assert_eq!(rc, 0);
-        // SAFETY: both descriptors were just created and are owned here.
-        let (a, b) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        let (a, b) = socket_pair().expect("a socket pair");
         let (reader, writer) = std::io::pipe().expect("a pipe");
         let writer: OwnedFd = writer.into();
         send_packet(

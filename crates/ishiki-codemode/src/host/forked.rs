@@ -7,7 +7,7 @@
 //! program only while the same server serves both. A retired server lives on until its last
 //! worker's handle is dropped.
 
-#![allow(unsafe_code)] // socketpair, pidfd_open, pidfd_send_signal: calls into libc.
+#![allow(unsafe_code)] // pidfd_open, pidfd_send_signal: calls into libc.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -24,7 +24,7 @@ use super::lock;
 use crate::protocol::WORKER_ENV;
 use crate::zygote::{
     EXITED, FAILED, FORK, FORK_FAILED, FORKED, MAX_PACKET, READY, RELEASE, ZYGOTE_ENV,
-    receive_packet, send_packet,
+    receive_packet, send_packet, socket_pair,
 };
 
 /// Forks one server serves before a new one (a fresh exec, a fresh memory layout) takes over.
@@ -81,25 +81,7 @@ pub(super) struct ForkedPipes {
 impl ForkServer {
     /// Starts `program` as a fork server and waits until its engine is built.
     pub(super) async fn start(program: &Path, engine_env: &str) -> Result<Self, String> {
-        let mut pair = [0; 2];
-        // SAFETY: `socketpair` writes two new descriptors into a live array.
-        let rc = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-                0,
-                pair.as_mut_ptr(),
-            )
-        };
-        if rc != 0 {
-            return Err(format!(
-                "socketpair failed: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: both descriptors were just created and nothing else owns them.
-        let (host, server) =
-            unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        let (host, server) = socket_pair().map_err(|e| format!("socketpair failed: {e}"))?;
         let mut command = tokio::process::Command::new(program);
         // The worker variable too: a binary built before the fork server ignores the server's
         // and starts as a confined worker (which writes `ready` to stdout, where the host
