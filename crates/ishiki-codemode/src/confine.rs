@@ -36,6 +36,11 @@ pub struct ConfinementLayer {
 pub struct ConfinementReport {
     /// The layers, each enforced or not.
     pub layers: Vec<ConfinementLayer>,
+    /// How the worker was started, as its sandbox saw it (see
+    /// [`Sandbox::worker_start`](crate::Sandbox::worker_start)); `None` in the report a worker
+    /// sends about itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
 }
 
 impl ConfinementReport {
@@ -61,6 +66,9 @@ impl fmt::Display for ConfinementReport {
                 "NOT ENFORCED"
             };
             writeln!(f, "{:<13} {state:<13} {}", layer.name, layer.detail)?;
+        }
+        if let Some(start) = &self.start {
+            writeln!(f, "{:<13} {:<13} {start}", "started", "")?;
         }
         Ok(())
     }
@@ -146,6 +154,7 @@ pub(crate) fn confine() -> ConfinementReport {
     let landlock = landlock_layer();
     let seccomp = seccomp_layer();
     ConfinementReport {
+        start: None,
         layers: vec![
             layer("capabilities", capabilities),
             layer("no_new_privs", no_new_privs),
@@ -436,11 +445,12 @@ mod tests {
                 layer("no_new_privs", Ok("never gains privileges".into())),
                 layer("landlock", Err("the kernel has no Landlock".into())),
             ],
+            start: Some("forked by the sandbox's fork server".into()),
         };
         assert!(!report.is_complete());
         assert_eq!(
             report.to_string(),
-            "no_new_privs  enforced      never gains privileges\nlandlock      NOT ENFORCED  the kernel has no Landlock\n"
+            "no_new_privs  enforced      never gains privileges\nlandlock      NOT ENFORCED  the kernel has no Landlock\nstarted                     forked by the sandbox's fork server\n"
         );
     }
 }

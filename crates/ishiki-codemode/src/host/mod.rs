@@ -218,12 +218,14 @@ impl Sandbox {
         &self.inner.config
     }
 
-    /// What confines this sandbox's workers, as the last one to start reported it (see
-    /// [`ConfinementReport`]); `None` before a worker started, and always for
+    /// What confines this sandbox's workers, as the last one to start reported it, and how it
+    /// was started (see [`ConfinementReport`]); `None` before a worker started, and always for
     /// [`WorkerSpawn::InProcess`] (which has no confinement at all).
     #[must_use]
     pub fn confinement(&self) -> Option<ConfinementReport> {
-        lock(&self.inner.pool).confinement.clone()
+        let mut report = lock(&self.inner.pool).confinement.clone()?;
+        report.start = self.worker_start();
+        Some(report)
     }
 
     /// How the last worker started, in words: forked by the sandbox's fork server, or executed
