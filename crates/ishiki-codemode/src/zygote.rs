@@ -238,7 +238,9 @@ fn failed(reason: &str) -> i32 {
     2
 }
 
-fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
+/// A pidfd for process `pid`: signals through it reach that process and no other, and it reads
+/// as ready once the process has ended.
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> std::io::Result<OwnedFd> {
     // SAFETY: `pidfd_open` takes plain integers and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -269,6 +271,8 @@ fn serve_forks(config: &EngineConfig, host: u32) -> i32 {
     let mut workers: Vec<Forked> = Vec::new();
     let mut buffer = [0u8; MAX_PACKET];
     loop {
+        // Workers released and reaped are forgotten (a release or an end since the last turn).
+        workers.retain(|w| !(w.released && w.reported));
         let mut polled = vec![libc::pollfd {
             fd: CONTROL,
             events: libc::POLLIN,
@@ -297,7 +301,6 @@ fn serve_forks(config: &EngineConfig, host: u32) -> i32 {
                 ended(&mut workers[i]);
             }
         }
-        workers.retain(|w| !(w.released && w.reported));
         let control = polled[0].revents;
         if control & libc::POLLIN != 0 {
             match receive_packet(CONTROL, &mut buffer, 3) {
@@ -325,7 +328,6 @@ fn serve_forks(config: &EngineConfig, host: u32) -> i32 {
                         if let Some(worker) = workers.iter_mut().find(|w| w.pid == pid) {
                             release(worker);
                         }
-                        workers.retain(|w| !(w.released && w.reported));
                     }
                     // A host that speaks another protocol: nothing to serve.
                     _ => return 2,

@@ -7,10 +7,10 @@
 //! program only while the same server serves both. A retired server lives on until its last
 //! worker's handle is dropped.
 
-#![allow(unsafe_code)] // pidfd_open, pidfd_send_signal: calls into libc.
+#![allow(unsafe_code)] // pidfd_send_signal: a call into libc.
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, Weak};
@@ -23,7 +23,7 @@ use tokio::sync::{Notify, oneshot};
 use super::lock;
 use crate::protocol::WORKER_ENV;
 use crate::zygote::{
-    EXITED, FAILED, FORK, FORK_FAILED, FORKED, MAX_PACKET, READY, RELEASE, ZYGOTE_ENV,
+    EXITED, FAILED, FORK, FORK_FAILED, FORKED, MAX_PACKET, READY, RELEASE, ZYGOTE_ENV, pidfd_open,
     receive_packet, send_packet, socket_pair,
 };
 
@@ -307,7 +307,7 @@ fn listen(shared: &Weak<Shared>, socket: &OwnedFd, ready: oneshot::Sender<Result
                 // The pid is the worker's: the server keeps it unreaped until released.
                 let child = ForkedChild {
                     pid,
-                    pidfd: pidfd_open(pid),
+                    pidfd: pidfd_open(pid as libc::pid_t).ok(),
                     shared: Arc::clone(&shared),
                     status: None,
                 };
@@ -356,13 +356,6 @@ fn listen(shared: &Weak<Shared>, socket: &OwnedFd, ready: oneshot::Sender<Result
         gone(&mut lock(&shared.state), &reason);
         shared.changed.notify_waiters();
     }
-}
-
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: `pidfd_open` takes plain integers and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, libc::PIDFD_NONBLOCK) };
-    // SAFETY: a descriptor just returned to us, owned by nothing else.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// A worker the fork server started. It stays unreaped (its pid its own) while the server

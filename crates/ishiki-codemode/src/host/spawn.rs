@@ -91,9 +91,9 @@ fn exec_worker(inner: &Inner, program: &std::path::Path) -> Result<Started, Code
     ))
 }
 
-/// A worker forked by the sandbox's fork server, started on first use and again after it
-/// died; or why not (then the worker is executed, and a server that cannot start is not
-/// tried again).
+/// A worker forked by the sandbox's fork server, started on first use and again once it died
+/// or retired; or why not (then the worker is executed, and a server that could not start is
+/// tried again only after [`super::FORK_SERVER_RETRY`]).
 #[cfg(target_os = "linux")]
 async fn fork_worker(inner: &Inner, program: &std::path::Path) -> Result<Started, String> {
     use super::ForkSlot;
@@ -145,7 +145,7 @@ async fn fork_worker(inner: &Inner, program: &std::path::Path) -> Result<Started
 async fn ready(
     inner: &Inner,
     program: &std::path::Path,
-    child: GroupChild,
+    mut child: GroupChild,
     stdin: WorkerStdin,
     stdout: WorkerPipe,
     mut stderr_pipe: WorkerPipe,
@@ -166,7 +166,6 @@ async fn ready(
             }
         }
     });
-    let mut child = child;
     let mut out = WorkerOut {
         stdout: BufReader::new(stdout),
         stderr,
