@@ -12,8 +12,10 @@
 //! - `cargo xtask fuzz [--time S] [--runs N] [TARGET…]`: the cargo-fuzz targets in `fuzz/`, for S
 //!   seconds or N executions each.
 //! - `cargo xtask tools`: installs the pinned external peers the tests run against
-//!   (`@modelcontextprotocol/server-everything` from npm; moto's S3 server from PyPI into
-//!   `.tools/venv`; the sentence-embedding model of the toolsearch `semantic` feature from
+//!   (the MCP reference servers everything, filesystem, memory and sequential-thinking, the
+//!   TypeScript SDK v2 and the TypeScript compiler from npm; moto's S3 server from PyPI into
+//!   `.tools/venv`; mcp-server-time and mcp-server-git from PyPI into `.tools/mcp-venv`; the
+//!   sentence-embedding model of the toolsearch `semantic` feature from
 //!   PyPI; the MCP conformance suite and the Node.js 22 it needs, from npm) into the git-ignored
 //!   `.tools/`.
 //! - `cargo xtask stress`: the kill -9 crash test at scale (1,000 kill points), see `stress.rs`.
@@ -155,6 +157,17 @@ const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 /// The official TypeScript SDK v2 the `2026-07-28` tests' server runs on (keep in step with
 /// `crates/ishiki-mcp/tests/suite/mod.rs`, which installs it the same way on demand).
 const SDK_V2: &str = "@modelcontextprotocol/server@2.4.0";
+/// Every pinned npm package `.tools/` holds: the two above, the other three reference servers
+/// the real-server tests run (`crates/ishiki-mcp/tests/suite/real_servers.rs`), and the
+/// TypeScript compiler that checks the declarations a model reads compile (`tsc --strict`).
+const NPM_PACKAGES: &[&str] = &[
+    EVERYTHING,
+    SDK_V2,
+    "@modelcontextprotocol/server-filesystem@2026.8.31",
+    "@modelcontextprotocol/server-memory@2026.8.31",
+    "@modelcontextprotocol/server-sequential-thinking@2026.8.31",
+    "typescript@7.0.2",
+];
 
 /// Installs the pinned peers into `.tools/` unless the same versions are already there.
 fn tools() -> Result<(), String> {
@@ -168,19 +181,36 @@ fn tools() -> Result<(), String> {
 /// `crates/ishiki-objects/tests/suite/mod.rs`, which installs it the same way on demand).
 const MOTO: &str = "moto[server]==5.2.5";
 
-/// moto's standalone S3 server into `.tools/venv` (a virtual environment, so the system's
-/// Python stays untouched); a marker file names the installed pin.
+/// The two Python reference servers the real-server tests run
+/// (`crates/ishiki-mcp/tests/suite/real_servers.rs`), in a virtual environment of their own so
+/// their dependencies and moto's never meet.
+const MCP_PYTHON: &[&str] = &["mcp-server-time==2026.10.19", "mcp-server-git==2026.10.19"];
+
+/// moto's standalone S3 server into `.tools/venv` and the Python MCP servers into
+/// `.tools/mcp-venv` (virtual environments, so the system's Python stays untouched); a marker
+/// file names the installed pins.
 fn python_tools() -> Result<(), String> {
-    let venv = workspace_root().join(".tools/venv");
-    let marker = venv.join(format!(".installed-{MOTO}"));
-    if venv.join("bin/moto_server").is_file() && marker.is_file() {
+    let tools = workspace_root().join(".tools");
+    venv_install(&tools.join("venv"), &[MOTO], "the S3 tests")?;
+    venv_install(
+        &tools.join("mcp-venv"),
+        MCP_PYTHON,
+        "the real MCP server tests",
+    )
+}
+
+/// `packages` installed into the virtual environment `venv` (made first when missing) unless
+/// its marker says these pins are there.
+fn venv_install(venv: &std::path::Path, packages: &[&str], for_what: &str) -> Result<(), String> {
+    let marker = venv.join(format!(".installed-{}", packages.join("+")));
+    if marker.is_file() {
         return Ok(());
     }
     let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
         eprintln!("$ {what}");
         let status = cmd
             .status()
-            .map_err(|e| format!("cannot run {what} (Python 3 is needed for the S3 tests): {e}"))?;
+            .map_err(|e| format!("cannot run {what} (Python 3 is needed for {for_what}): {e}"))?;
         if status.success() {
             Ok(())
         } else {
@@ -189,36 +219,32 @@ fn python_tools() -> Result<(), String> {
     };
     if !venv.join("bin/pip").is_file() {
         run(
-            Command::new("python3").args(["-m", "venv"]).arg(&venv),
-            "python3 -m venv .tools/venv",
+            Command::new("python3").args(["-m", "venv"]).arg(venv),
+            &format!("python3 -m venv {}", venv.display()),
         )?;
     }
     run(
-        Command::new(venv.join("bin/pip")).args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            MOTO,
-        ]),
-        &format!("pip install {MOTO}"),
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(packages),
+        &format!("pip install {}", packages.join(" ")),
     )?;
     std::fs::write(&marker, "").map_err(|e| format!("cannot write {}: {e}", marker.display()))
 }
 
-/// Installs the pinned npm peers into `.tools/` unless the same version is already there.
+/// Installs the pinned npm peers into `.tools/` unless the same versions are already there.
 fn npm_tools() -> Result<(), String> {
     let dir = workspace_root().join(".tools");
-    let installed = |package: &str, spec: &str| {
-        let version = spec.rsplit('@').next().unwrap_or_default();
+    let installed = |spec: &str| {
+        let (package, version) = spec.rsplit_once('@').unwrap_or((spec, ""));
         std::fs::read_to_string(dir.join("node_modules").join(package).join("package.json"))
             .is_ok_and(|text| text.contains(&format!("\"version\": \"{version}\"")))
     };
-    if installed("@modelcontextprotocol/server-everything", EVERYTHING)
-        && installed("@modelcontextprotocol/server", SDK_V2)
-    {
+    if NPM_PACKAGES.iter().all(|spec| installed(spec)) {
         return Ok(());
     }
-    eprintln!("$ npm install --prefix .tools {EVERYTHING} {SDK_V2}");
+    let packages = NPM_PACKAGES.join(" ");
+    eprintln!("$ npm install --prefix .tools {packages}");
     let status = Command::new("npm")
         .args([
             "install",
@@ -228,15 +254,13 @@ fn npm_tools() -> Result<(), String> {
             "--prefix",
         ])
         .arg(&dir)
-        .args([EVERYTHING, SDK_V2])
+        .args(NPM_PACKAGES)
         .status()
         .map_err(|e| format!("cannot run npm (Node.js is needed for the MCP tests): {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "npm install {EVERYTHING} {SDK_V2} failed ({status})"
-        ))
+        Err(format!("npm install {packages} failed ({status})"))
     }
 }
 

@@ -138,7 +138,7 @@ mod tests {
         assert!(
             with.signature
                 .as_deref()
-                .is_some_and(|s| s.contains("tools.write_file(input: {"))
+                .is_some_and(|s| s.contains("\n  write_file(input: {"))
         );
         assert_eq!(tool_spec(&def).input_schema, schema);
     }

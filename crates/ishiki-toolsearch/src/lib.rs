@@ -11,7 +11,8 @@
 //! [`ToolIndex`] ranks tools with BM25F over their name (split on `_`, `-`, `.` and camelCase),
 //! description and parameter names and descriptions; an exact name, or `select:NAME`, ranks
 //! first, and ties break by name (TS-6). [`signature`] renders a tool as a TypeScript
-//! declaration, `tools.<name>(input: In): Promise<Out>`, for programs that codemode runs (TS-4).
+//! declaration a program calls as `tools.<name>(input)`: a member `<name>(input: In):
+//! Promise<Out>` of `interface Tools`, valid TypeScript that `tsc --strict` compiles (TS-4).
 //!
 //! This crate knows nothing about how tools execute.
 //!
@@ -49,7 +50,7 @@
 //! assert_eq!(step2.tools[1].name, "write_file");
 //! assert_eq!(step2.delta.len(), 1);
 //! let text = delta_text(&step2.delta, DeltaForm::Signatures);
-//! assert!(text.contains("tools.write_file(input: {"));
+//! assert!(text.contains("interface Tools {\n  /** Write a file into the workspace. */\n  write_file(input: {"));
 //! assert!(text.contains("/** Absolute path */"));
 //! ```
 //!
@@ -99,4 +100,4 @@ pub use def::{Hit, SHORT_DESCRIPTION_CHARS, ToolDef, parse_definitions, short_de
 pub use delta::{DeltaForm, delta_text, removed_text};
 pub use error::{ToolsearchError, ToolsearchErrorKind};
 pub use index::{DEFAULT_K, ToolIndex};
-pub use signature::{signature, signatures};
+pub use signature::{TOOLS_CONST, signature, signatures};

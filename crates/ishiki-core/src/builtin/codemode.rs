@@ -43,13 +43,12 @@ Call tools as `await tools.name(input)`; they return raw results (read gives { t
 Only the final return value reaches you; intermediate data stays in the program. Each call starts fresh. \
 To show media, return { ..., attachments: [item, ...] } where an item is an MCP image/audio block, a read file node, an embedded resource or { type: \"resource_link\", uri }, optionally with lifetime: \"once\" | \"recent\" | \"retain\".\n\nCallable tools:\n",
         );
-        for def in callable {
-            description.push_str(&ishiki_toolsearch::signature(def));
-            description.push('\n');
-        }
-        Self {
-            description: description.trim_end().to_owned(),
-        }
+        // One valid TypeScript block: the tools object, its type's members now, and the
+        // types they share, each declared once; deltas add `interface Tools` blocks that merge.
+        description.push_str(ishiki_toolsearch::TOOLS_CONST);
+        description.push_str("\n\n");
+        description.push_str(&ishiki_toolsearch::signatures(callable));
+        Self { description }
     }
 }
 

@@ -361,12 +361,13 @@ impl Renderer {
     }
 }
 
-/// The callee of a tool: `tools.name`, or `tools["a-b"]` for a name that is not an identifier.
+/// The member name of a tool in `interface Tools`: `name`, or `"a-b"` for a name that is not an
+/// identifier (a program then calls it as `tools["a-b"](…)`).
 fn callee(name: &str) -> String {
     if is_identifier(name) {
-        format!("tools.{name}")
+        name.to_owned()
     } else {
-        format!("tools[{}]", quote(name))
+        quote(name)
     }
 }
 
@@ -513,8 +514,11 @@ pub(super) fn pascal_case(name: &str) -> String {
 }
 
 /// A type name for a `$defs` key: the key itself when it is an identifier that does not shadow
-/// a type this output uses, else its words in PascalCase.
+/// a type this output uses and may name a type alias, else its words in PascalCase.
 pub(super) fn type_name(key: &str) -> String {
+    // The types the output itself names (`Tools` is the interface the methods are members
+    // of), the predefined type names a type alias cannot take, and the reserved words, which
+    // cannot name a type either.
     const RESERVED: &[&str] = &[
         "any",
         "Array",
@@ -528,9 +532,53 @@ pub(super) fn type_name(key: &str) -> String {
         "Record",
         "string",
         "symbol",
+        "Tools",
         "undefined",
         "unknown",
         "void",
+        "break",
+        "case",
+        "catch",
+        "class",
+        "const",
+        "continue",
+        "debugger",
+        "default",
+        "delete",
+        "do",
+        "else",
+        "enum",
+        "export",
+        "extends",
+        "false",
+        "finally",
+        "for",
+        "function",
+        "if",
+        "implements",
+        "import",
+        "in",
+        "instanceof",
+        "interface",
+        "let",
+        "new",
+        "package",
+        "private",
+        "protected",
+        "public",
+        "return",
+        "static",
+        "super",
+        "switch",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "typeof",
+        "var",
+        "while",
+        "with",
+        "yield",
     ];
     let decoded = key.replace("~1", "/").replace("~0", "~");
     let name = if is_identifier(&decoded) {

@@ -35,28 +35,33 @@ const MAX_SIGNATURE_NODES: usize = 4_000;
 /// catalog of the tests is far below it.
 const MAX_SIGNATURE_BYTES: usize = 64 * 1024;
 
-/// The TypeScript declaration of one tool: named types its schemas need, then the method with
-/// the tool's description as JSDoc:
+/// The TypeScript declaration of one tool: named types its schemas need, then the tool as a
+/// method of `interface Tools`, with the tool's description as JSDoc:
 ///
 /// ```text
-/// /** Write a file into the workspace. */
-/// tools.write_file(input: {
-///   /** Absolute path */
-///   path: string;
-///   content: string;
-/// }): Promise<unknown>;
+/// interface Tools {
+///   /** Write a file into the workspace. */
+///   write_file(input: {
+///     /** Absolute path */
+///     path: string;
+///     content: string;
+///   }): Promise<unknown>;
+/// }
 /// ```
 ///
-/// The output type is `unknown` when the tool has no output schema; a name that is not a
-/// JavaScript identifier is called as `tools["a-b"](…)`. A tool whose schemas expand beyond
-/// 4,000 schema nodes or 64 KiB of text gets a short fallback instead, with a note saying why:
-/// `tools.t(input: Record<string, unknown>): Promise<unknown>;`.
+/// The text is valid TypeScript on its own (`tsc --strict` compiles it) and merges with every
+/// other `interface Tools` block the model read before, so the program's global [`TOOLS_CONST`]
+/// covers the tools of all of them. The output type is `unknown` when the tool has no output
+/// schema; a name that is not a JavaScript identifier is a quoted member (`"a-b"(…)`, called as
+/// `tools["a-b"](…)`). A tool whose schemas expand beyond 4,000 schema nodes or 64 KiB of text
+/// gets a short fallback instead, with a note saying why:
+/// `t(input: Record<string, unknown>): Promise<unknown>;`.
 pub fn signature(def: &ToolDef) -> String {
     signatures([def])
 }
 
-/// The declarations of several tools as one text: shared named types once, then each tool's
-/// method, separated by blank lines.
+/// The declarations of several tools as one text: shared named types once, then one
+/// `interface Tools` block with each tool's method.
 pub fn signatures<'a>(defs: impl IntoIterator<Item = &'a ToolDef>) -> String {
     let mut renderer = Renderer::default();
     let methods: Vec<String> = defs.into_iter().map(|d| renderer.method(d)).collect();
@@ -65,8 +70,32 @@ pub fn signatures<'a>(defs: impl IntoIterator<Item = &'a ToolDef>) -> String {
         .into_iter()
         .filter(|d| !d.is_empty())
         .collect();
-    blocks.extend(methods);
+    blocks.push(interface(&methods));
     blocks.join("\n\n")
+}
+
+/// The declaration of the object programs call tools on, whose type the `interface Tools`
+/// blocks of [`signatures`] declare: put it once before them (the codemode tool's description
+/// does).
+pub const TOOLS_CONST: &str = "declare const tools: Tools;";
+
+/// `interface Tools { … }` with `methods` as its members, indented by two spaces.
+fn interface(methods: &[String]) -> String {
+    if methods.is_empty() {
+        return "interface Tools {}".to_owned();
+    }
+    let mut out = String::from("interface Tools {\n");
+    for method in methods {
+        for line in method.lines() {
+            if !line.is_empty() {
+                out.push_str("  ");
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push('}');
+    out
 }
 
 /// Whether `name` can follow a `.` in JavaScript (ASCII identifiers only, to stay unambiguous).
@@ -166,7 +195,7 @@ mod tests {
         );
         assert_eq!(
             signature(&def),
-            r#"tools["github.create-issue"](input: {}): Promise<unknown>;"#
+            "interface Tools {\n  \"github.create-issue\"(input: {}): Promise<unknown>;\n}"
         );
     }
 
@@ -176,11 +205,11 @@ mod tests {
             sig(
                 json!({"type":"object","properties":{"a":{"type":["null","string","string"]}},"required":["a"]})
             ),
-            "tools.t(input: { a: string | null }): Promise<unknown>;"
+            "interface Tools {\n  t(input: { a: string | null }): Promise<unknown>;\n}"
         );
         assert_eq!(
             sig(json!({"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{}]}}})),
-            "tools.t(input: { a?: unknown }): Promise<unknown>;"
+            "interface Tools {\n  t(input: { a?: unknown }): Promise<unknown>;\n}"
         );
     }
 
@@ -190,7 +219,10 @@ mod tests {
             "$defs":{"A":{"$ref":"#/$defs/A"},"B":{"properties":{"b":{"$ref":"#/properties/child/x"}}}}}));
         assert!(text.contains("type TInput"));
         let text = sig(json!({"$ref":"#/$defs/A","$defs":{"A":{"$ref":"#/$defs/A"}}}));
-        assert_eq!(text, "type A = A;\n\ntools.t(input: A): Promise<unknown>;");
+        assert_eq!(
+            text,
+            "type A = A;\n\ninterface Tools {\n  t(input: A): Promise<unknown>;\n}"
+        );
     }
 
     #[test]

@@ -7,3 +7,4 @@ mod retrieval;
 #[cfg(feature = "semantic")]
 mod semantic;
 mod signatures;
+mod typescript;

@@ -217,7 +217,7 @@ proptest! {
         let d = ToolDef { output_schema: output, ..ToolDef::new("t", "closes early */", input) };
         let first = signature(&d);
         prop_assert_eq!(&first, &signature(&d));
-        prop_assert!(first.contains("tools.t(input:"));
+        prop_assert!(first.contains("\n  t(input:"));
         // A description can never close its comment early.
         prop_assert!(!first.contains("early */"));
     }

@@ -504,9 +504,18 @@ fn ts4_a_schema_whose_local_refs_fan_out_gets_a_short_fallback_signature() {
         "Answer pong.",
         json!({ "type": "object", "properties": {} }),
     );
+    let members = |t: &str| {
+        t.trim_start_matches("interface Tools {\n")
+            .trim_end_matches('}')
+            .to_owned()
+    };
+    let small_member = members(&signature(&small));
     assert_eq!(
         signatures([&small, &d, &small]),
-        format!("{}\n\n{text}\n\n{}", signature(&small), signature(&small))
+        format!(
+            "interface Tools {{\n{small_member}{}{small_member}}}",
+            members(&text)
+        )
     );
 }
 
