@@ -76,8 +76,11 @@ fn content_of(result: &Value) -> &[Value] {
 ///   resource, so it is read as text rather than attached as media no model accepts;
 /// - a block of a type Ishiki does not know, or a known type without its fields, becomes a
 ///   text block naming it, so one odd block never hides the others.
+///
+/// When every block was meant for others, one text block says so: a bare `[]` would read as
+/// a tool that returned nothing.
 pub(crate) fn readable_content(content: &[Value]) -> Vec<Value> {
-    content
+    let readable: Vec<Value> = content
         .iter()
         .filter(|block| !for_others_only(block))
         .map(|block| {
@@ -89,7 +92,16 @@ pub(crate) fn readable_content(content: &[Value]) -> Vec<Value> {
                 json!({ "type": "text", "text": unknown_block_note(block) })
             }
         })
-        .collect()
+        .collect();
+    if readable.is_empty() && !content.is_empty() {
+        let n = content.len();
+        let blocks = if n == 1 { "block" } else { "blocks" };
+        return vec![json!({
+            "type": "text",
+            "text": format!("[the result is meant for the user only: {n} content {blocks} not shown to you]")
+        })];
+    }
+    readable
 }
 
 fn for_others_only(block: &Value) -> bool {
@@ -168,6 +180,25 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    #[test]
+    fn a_result_meant_for_the_user_only_says_so_instead_of_reading_empty() {
+        let for_user =
+            json!({ "type": "text", "text": "Done!", "annotations": { "audience": ["user"] } });
+        let result = json!({ "content": [for_user] });
+        let raw = map_call_result(&result, ResultShape::Content).unwrap();
+        assert_eq!(
+            raw,
+            json!([{ "type": "text", "text": "[the result is meant for the user only: 1 content block not shown to you]" }])
+        );
+        // Beside a block for the model, the user's block is just left out.
+        let result = json!({ "content": [for_user, { "type": "text", "text": "for you" }] });
+        let raw = map_call_result(&result, ResultShape::Content).unwrap();
+        assert_eq!(raw, json!([{ "type": "text", "text": "for you" }]));
+        // No content at all stays no content.
+        let raw = map_call_result(&json!({ "content": [] }), ResultShape::Content).unwrap();
+        assert_eq!(raw, json!([]));
+    }
 
     #[test]
     fn content_array_is_the_raw_result() {

@@ -28,6 +28,7 @@ use crate::stderr::{StderrTail, lock, read_stderr, wait_for_stderr};
 use crate::transport::{Broken, StdioTransport, undecodable_reason};
 
 mod remote;
+mod task;
 
 /// What changed in a server's tool list between two listings, in the server's order.
 #[derive(Debug, Clone, Default)]
@@ -89,6 +90,9 @@ pub struct McpServer {
     /// The OAuth state, kept across connections (feature `oauth`).
     #[cfg(feature = "oauth")]
     oauth: tokio::sync::Mutex<Option<Arc<crate::oauth::Session>>>,
+    /// Tools (names on the server) that refused a plain call: they are called as tasks
+    /// (`task.rs`).
+    task_tools: Mutex<HashSet<String>>,
 }
 
 /// The backoff between attempts to reach a remote server that could not be reached.
@@ -271,6 +275,7 @@ impl McpServer {
             authorizer,
             #[cfg(feature = "oauth")]
             oauth: tokio::sync::Mutex::new(None),
+            task_tools: Mutex::default(),
         });
         let tools = server.list_unique().await?;
         *lock(&server.tools) = tools;
@@ -409,8 +414,29 @@ impl McpServer {
             }
         }
         let connection = self.connection().await?;
+        let peer = connection.service.peer();
+        let ttl = self.config.timeout;
+        let as_task = lock(&self.task_tools).contains(tool);
         let outcome = self
-            .bounded(call_once(connection.service.peer(), params))
+            .bounded(async {
+                if as_task {
+                    return Ok(task::call_as_task(peer, params, ttl).await?);
+                }
+                let first = call_once(peer, params.clone()).await;
+                if !task::needs_task(&first) {
+                    return first;
+                }
+                // A tool that must run as a task; a server that makes no task of it either
+                // gets its first answer back.
+                match task::call_as_task(peer, params, ttl).await {
+                    Ok(result) => {
+                        lock(&self.task_tools).insert(tool.to_owned());
+                        Ok(result)
+                    }
+                    Err(task::TaskFailure::NotCreated(_)) => first,
+                    Err(task::TaskFailure::Failed(failure)) => Err(failure),
+                }
+            })
             .await;
         let what = format!("`{tool}`");
         self.finish(&connection, &what, outcome).await

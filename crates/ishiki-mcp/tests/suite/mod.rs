@@ -9,6 +9,8 @@ mod http;
 mod list_changed;
 mod modern;
 mod oauth;
+mod real_servers;
+mod tasks;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,11 +34,11 @@ pub(crate) fn with_snapshots(f: impl FnOnce()) {
     settings.bind(f);
 }
 
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn node() -> &'static str {
+pub(crate) fn node() -> &'static str {
     static NODE: OnceLock<()> = OnceLock::new();
     NODE.get_or_init(|| {
         let ok = Command::new("node")
