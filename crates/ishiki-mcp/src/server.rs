@@ -93,6 +93,10 @@ pub struct McpServer {
     /// Tools (names on the server) that refused a plain call: they are called as tasks
     /// (`task.rs`).
     task_tools: Mutex<HashSet<String>>,
+    /// Sessions begun (a start that ended in a session).
+    sessions: AtomicU64,
+    /// When the last listing stops being fresh (its `ttlMs`), if it said.
+    stale_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 /// The backoff between attempts to reach a remote server that could not be reached.
@@ -141,8 +145,12 @@ impl From<ServiceError> for Failure {
     }
 }
 
-/// Every page of `tools/list`, within the listing limits.
-async fn list_pages(peer: &Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, Failure> {
+/// Every page of `tools/list`, within the listing limits, and how long the listing stays
+/// fresh: the shortest `ttlMs` of its pages (2026-07-28 cache hints, SEP-2549), if any gave one.
+async fn list_pages(
+    peer: &Peer<RoleClient>,
+) -> Result<(Vec<rmcp::model::Tool>, Option<Duration>), Failure> {
+    let mut fresh: Option<Duration> = None;
     let mut tools = Vec::new();
     let mut bytes = 0usize;
     let mut cursors = HashSet::new();
@@ -150,6 +158,10 @@ async fn list_pages(peer: &Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, F
     for page in 1..=MAX_LIST_PAGES {
         let params = PaginatedRequestParams::default().with_cursor(cursor);
         let result = peer.list_tools(Some(params)).await?;
+        if let Some(ttl) = result.ttl_ms {
+            let ttl = Duration::from_millis(ttl);
+            fresh = Some(fresh.map_or(ttl, |f| f.min(ttl)));
+        }
         bytes = bytes.saturating_add(json_len(&result.tools));
         if bytes > MAX_LIST_BYTES {
             return Err(Failure::Refused(format!(
@@ -164,7 +176,7 @@ async fn list_pages(peer: &Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, F
         }
         tools.extend(result.tools);
         match result.next_cursor {
-            None => return Ok(tools),
+            None => return Ok((tools, fresh)),
             Some(next) => {
                 if !cursors.insert(next.clone()) {
                     return Err(Failure::Refused(format!(
@@ -276,6 +288,8 @@ impl McpServer {
             #[cfg(feature = "oauth")]
             oauth: tokio::sync::Mutex::new(None),
             task_tools: Mutex::default(),
+            sessions: AtomicU64::new(0),
+            stale_at: Mutex::default(),
         });
         let tools = server.list_unique().await?;
         *lock(&server.tools) = tools;
@@ -305,16 +319,24 @@ impl McpServer {
     }
 
     /// Whether the tool list may have changed since it was last listed: the server sent
-    /// `notifications/tools/list_changed`, or it was restarted.
+    /// `notifications/tools/list_changed`, it was restarted, or the last listing's `ttlMs`
+    /// has passed.
     pub fn tools_changed(&self) -> bool {
         self.changes.pending.load(Ordering::SeqCst)
+            || lock(&self.stale_at).is_some_and(|at| tokio::time::Instant::now() >= at)
     }
 
     /// Waits until [`McpServer::tools_changed`] is true (for event loops; bound it with a
     /// timeout of your own).
     pub async fn tools_change(&self) {
         while !self.tools_changed() {
-            self.changes.notify.notified().await;
+            let stale_at = *lock(&self.stale_at);
+            match stale_at {
+                Some(at) => {
+                    let _ = tokio::time::timeout_at(at, self.changes.notify.notified()).await;
+                }
+                None => self.changes.notify.notified().await,
+            }
         }
     }
 
@@ -384,10 +406,15 @@ impl McpServer {
     /// listing takes at most [`MAX_LIST_PAGES`] pages, [`MAX_LISTED_TOOLS`] tools and
     /// [`MAX_LIST_BYTES`] bytes, and a cursor that comes back ends it: a server that pages
     /// for ever fails with an error saying so, not by exhausting memory or the timeout.
+    ///
+    /// A listing that says how long it stays fresh (`ttlMs`) makes [`McpServer::tools_changed`]
+    /// true once that time has passed, so the next [`crate::apply_tool_changes`] lists again.
     pub async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
         let connection = self.connection().await?;
         let outcome = self.bounded(list_pages(connection.service.peer())).await;
-        self.finish(&connection, "tools/list", outcome).await
+        let (tools, fresh) = self.finish(&connection, "tools/list", outcome).await?;
+        *lock(&self.stale_at) = fresh.map(|ttl| tokio::time::Instant::now() + ttl);
+        Ok(tools)
     }
 
     /// Calls `tool` (its name on the server, without the prefix) and returns the
@@ -655,7 +682,10 @@ impl McpServer {
     /// What every new session does: a restarted server may list other tools than before, and
     /// a `2026-07-28` one announces changes only on the listen stream this opens.
     fn on_started(&self, service: &RunningService<RoleClient, Client>, modern: bool) {
-        if self.starts() > 1 {
+        // A session after the first may face another tool list. Counted per session, not per
+        // start: a server that refused `initialize` and then took `server/discover` was
+        // started twice for one session.
+        if self.sessions.fetch_add(1, Ordering::Relaxed) > 0 {
             self.changes.mark();
         }
         if modern {

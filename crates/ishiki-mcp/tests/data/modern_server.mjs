@@ -2,13 +2,17 @@
 // tests), served by `serveStdio`, which speaks both revisions: `initialize` (2025-11-25) and
 // the stateless `server/discover` (2026-07-28). `echo` answers with its text; `grow` adds the
 // tool `late`, which the server announces as a tool list change.
+// MODERN_ONLY_2026=1 makes it refuse `initialize`: it then speaks only the 2026-07-28 revision.
 import { McpServer } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import * as z from 'zod';
 
 let grown = false;
 serveStdio(() => {
-  const server = new McpServer({ name: 'modern', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } });
+  // MODERN_TTL_MS: the cache hint its `tools/list` answers carry (2026-07-28 only).
+  const ttl = process.env.MODERN_TTL_MS;
+  const cacheHints = ttl ? { 'tools/list': { ttlMs: Number(ttl), cacheScope: 'private' } } : undefined;
+  const server = new McpServer({ name: 'modern', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } }, cacheHints });
   server.registerTool('echo', { description: 'Echoes its text', inputSchema: z.object({ text: z.string() }) },
     async ({ text }) => ({ content: [{ type: 'text', text: `echo ${text}` }] }));
   server.registerTool('grow', { description: 'Adds the tool late' }, async () => {
@@ -19,4 +23,4 @@ serveStdio(() => {
     return { content: [{ type: 'text', text: 'grown' }] };
   });
   return server;
-});
+}, { legacy: process.env.MODERN_ONLY_2026 ? 'reject' : 'serve' });
