@@ -11,8 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, CustomResult, PaginatedRequestParams,
-    ServerResult,
+    CallToolRequest, CallToolRequestParams, ClientRequest, CustomResult, ServerResult,
 };
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use serde_json::Value;
@@ -27,8 +26,11 @@ use crate::names::ToolNames;
 use crate::stderr::{StderrTail, lock, read_stderr, wait_for_stderr};
 use crate::transport::{Broken, StdioTransport, undecodable_reason};
 
+mod listing;
 mod remote;
 mod task;
+
+use listing::{list_pages, stale_at};
 
 /// What changed in a server's tool list between two listings, in the server's order.
 #[derive(Debug, Clone, Default)]
@@ -143,71 +145,6 @@ impl From<ServiceError> for Failure {
     fn from(e: ServiceError) -> Self {
         Failure::Service(e)
     }
-}
-
-/// Every page of `tools/list`, within the listing limits, and how long the listing stays
-/// fresh: the shortest `ttlMs` of its pages (2026-07-28 cache hints, SEP-2549), if any gave one.
-async fn list_pages(
-    peer: &Peer<RoleClient>,
-) -> Result<(Vec<rmcp::model::Tool>, Option<Duration>), Failure> {
-    let mut fresh: Option<Duration> = None;
-    let mut tools = Vec::new();
-    let mut bytes = 0usize;
-    let mut cursors = HashSet::new();
-    let mut cursor = None;
-    for page in 1..=MAX_LIST_PAGES {
-        let params = PaginatedRequestParams::default().with_cursor(cursor);
-        let result = peer.list_tools(Some(params)).await?;
-        if let Some(ttl) = result.ttl_ms {
-            let ttl = Duration::from_millis(ttl);
-            fresh = Some(fresh.map_or(ttl, |f| f.min(ttl)));
-        }
-        bytes = bytes.saturating_add(json_len(&result.tools));
-        if bytes > MAX_LIST_BYTES {
-            return Err(Failure::Refused(format!(
-                "its tool list is larger than {} MiB (the limit for one listing), reached on page {page}",
-                MAX_LIST_BYTES / (1024 * 1024)
-            )));
-        }
-        if tools.len() + result.tools.len() > MAX_LISTED_TOOLS {
-            return Err(Failure::Refused(format!(
-                "it lists more than {MAX_LISTED_TOOLS} tools (the limit for one listing), reached on page {page}"
-            )));
-        }
-        tools.extend(result.tools);
-        match result.next_cursor {
-            None => return Ok((tools, fresh)),
-            Some(next) => {
-                if !cursors.insert(next.clone()) {
-                    return Err(Failure::Refused(format!(
-                        "page {page} of its tool list gives a cursor an earlier page gave, so the listing would never end"
-                    )));
-                }
-                cursor = Some(next);
-            }
-        }
-    }
-    Err(Failure::Refused(format!(
-        "its tool list goes on past {MAX_LIST_PAGES} pages (the limit for one listing)"
-    )))
-}
-
-/// The length of a value as JSON, counted without building the text.
-fn json_len(value: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail; a value that cannot be serialized counts what it wrote.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// One `tools/call`, its result in the wire shape. A result rmcp could not type (a content
@@ -413,7 +350,7 @@ impl McpServer {
         let connection = self.connection().await?;
         let outcome = self.bounded(list_pages(connection.service.peer())).await;
         let (tools, fresh) = self.finish(&connection, "tools/list", outcome).await?;
-        *lock(&self.stale_at) = fresh.map(|ttl| tokio::time::Instant::now() + ttl);
+        *lock(&self.stale_at) = stale_at(tokio::time::Instant::now(), fresh);
         Ok(tools)
     }
 
