@@ -178,14 +178,14 @@ MORE = [
  # repeated-cursor server still ends). The endless pager is stopped only by the 1000-tool cap
  # on page 1001, and the error no longer says the listing went past 100 pages: the snapshot
  # `endless_pages_error` differs.
- ("8a", "crates/ishiki-mcp/src/server.rs",
+ ("8a", "crates/ishiki-mcp/src/server/listing.rs",
   "    for page in 1..=MAX_LIST_PAGES {",
   "    for page in 1..=MAX_LIST_PAGES * 20 {",
   ["endless_tool_list_pages_stop_at_the_page_limit_with_an_error_saying_so"]),
  # 8b: a cursor that comes back is not noticed: the repeating pager pages on (empty pages)
  # until the page cap, and the error says "goes on past … pages" instead of naming the
  # repeated cursor on page 2: the snapshot `repeated_cursor_error` differs.
- ("8b", "crates/ishiki-mcp/src/server.rs",
+ ("8b", "crates/ishiki-mcp/src/server/listing.rs",
   "                if !cursors.insert(next.clone()) {",
   "                if false && !cursors.insert(next.clone()) {",
   ["a_repeated_cursor_ends_the_tool_listing_with_an_error_saying_so"]),
