@@ -273,6 +273,29 @@ MORE = [
   ["a_worker_whose_host_was_killed_ends_at_once"]),
  # (The fork server notices its host is gone twice over, by its socket's end and by being
  # reparented; disabling either alone is not caught, by design.)
+ # 25a (issue 25): resolved addresses are not filtered, as before: a public name pointed at
+ # loopback is reached for a public MCP server.
+ ("25a", "crates/ishiki-mcp/src/oauth/endpoints.rs",
+  "        let unfiltered = self.server_local || self.proxies.contains(&host);",
+  "        let unfiltered = true || self.server_local || self.proxies.contains(&host);",
+  ["a_public_name_that_resolves_to_a_private_network_is_not_reached_for_a_public_server", "every_private_kind_of_address_is_filtered_out_of_a_resolution"]),
+ # 25b: a listen stream that ended is not opened again: the change after it is never heard.
+ ("25b", "crates/ishiki-mcp/src/client.rs",
+  "            tokio::time::sleep(wait).await;",
+  "            return;",
+  ["a_listen_stream_the_server_ends_is_opened_again_and_changes_are_heard_on_it"]),
+ # 25c: a task cut at the deadline counts as a hung server again: the server is stopped with
+ # the cancel still in flight, and the restarted one has cancelled nothing.
+ ("25c", "crates/ishiki-mcp/src/server.rs",
+  "        if outcome.is_err() && created.load(Ordering::SeqCst) {",
+  "        if false && outcome.is_err() && created.load(Ordering::SeqCst) {",
+  ["a_task_cut_at_the_deadline_is_cancelled_on_the_server"]),
+ # 25d: a ttlMs of 0 makes the listing stale at once even from a server that announces its
+ # changes: every request lists again and the stream proves nothing.
+ ("25d", "crates/ishiki-mcp/src/server/listing.rs",
+  "        Some(Duration::ZERO) if announces => None,",
+  "        Some(Duration::ZERO) if false && announces => None,",
+  ["a_zero_ttl_counts_only_from_a_server_that_announces_no_changes", "a_listen_stream_the_server_ends_is_opened_again_and_changes_are_heard_on_it"]),
 ]
 M = M + MORE
 

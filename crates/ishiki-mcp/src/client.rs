@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use rmcp::ClientHandler;
 use rmcp::model::{
@@ -161,24 +162,58 @@ pub(crate) fn refused_initialize(error: &rmcp::service::ClientInitializeError) -
     }
 }
 
+/// The wait before a `subscriptions/listen` stream that ended is opened again; doubled after
+/// each stream that ended soon, up to [`LISTEN_RETRY_MAX`].
+const LISTEN_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait before a stream is opened again; a stream that lived this long starts
+/// the waits over.
+const LISTEN_RETRY_MAX: Duration = Duration::from_secs(30);
+
 /// Opens the `subscriptions/listen` stream of a `2026-07-28` session, on which such a server
 /// announces tool list changes (it sends them nowhere else), and marks `changes` for each.
-/// The task ends with the session.
+/// A stream the server ends (gracefully, by cancelling it, or because the client lagged) or
+/// that fails is opened again after a wait (1 s, doubling to 30 s), and `changes` is marked
+/// when it is back, since a change made while it was down was announced to nobody. A server
+/// that does not know the method is not asked again. The task ends with the session.
 pub(crate) fn follow_list_changes(peer: rmcp::Peer<RoleClient>, changes: Arc<ListChanges>) {
     tokio::spawn(async move {
         let filter = rmcp::model::SubscriptionFilter::builder()
             .tools_list_changed()
             .build();
-        let Ok(mut subscription) = peer.listen(filter).await else {
-            return;
-        };
-        while let Ok(Some(notification)) = subscription.next().await {
-            if matches!(
-                notification,
-                rmcp::model::ServerNotification::ToolListChangedNotification(_)
-            ) {
-                changes.mark();
+        let mut wait = LISTEN_RETRY_FIRST;
+        let mut reopened = false;
+        while !peer.is_transport_closed() {
+            match peer.listen(filter.clone()).await {
+                Ok(mut subscription) => {
+                    if reopened {
+                        changes.mark();
+                    }
+                    let opened = tokio::time::Instant::now();
+                    while let Ok(Some(notification)) = subscription.next().await {
+                        if matches!(
+                            notification,
+                            rmcp::model::ServerNotification::ToolListChangedNotification(_)
+                        ) {
+                            changes.mark();
+                        }
+                    }
+                    if opened.elapsed() >= LISTEN_RETRY_MAX {
+                        wait = LISTEN_RETRY_FIRST;
+                    }
+                }
+                Err(rmcp::service::ServiceError::McpError(e))
+                    if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
+                {
+                    return;
+                }
+                Err(_) => {}
             }
+            if peer.is_transport_closed() {
+                return;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(LISTEN_RETRY_MAX);
+            reopened = true;
         }
     });
 }

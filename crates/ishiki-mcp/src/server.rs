@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ mod listing;
 mod remote;
 mod task;
 
-use listing::{list_pages, stale_at};
+use listing::{freshness, list_pages, stale_at};
 
 /// What changed in a server's tool list between two listings, in the server's order.
 #[derive(Debug, Clone, Default)]
@@ -345,11 +345,19 @@ impl McpServer {
     /// for ever fails with an error saying so, not by exhausting memory or the timeout.
     ///
     /// A listing that says how long it stays fresh (`ttlMs`) makes [`McpServer::tools_changed`]
-    /// true once that time has passed, so the next [`crate::apply_tool_changes`] lists again.
+    /// true once that time has passed, so the next [`crate::apply_tool_changes`] lists again;
+    /// a `ttlMs` of 0 does so only for a server that announces no list changes.
     pub async fn list_tools(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
         let connection = self.connection().await?;
         let outcome = self.bounded(list_pages(connection.service.peer())).await;
-        let (tools, fresh) = self.finish(&connection, "tools/list", outcome).await?;
+        let (tools, ttl) = self.finish(&connection, "tools/list", outcome).await?;
+        let announces = connection
+            .service
+            .peer()
+            .peer_info()
+            .and_then(|info| info.capabilities.tools.as_ref()?.list_changed)
+            == Some(true);
+        let fresh = freshness(ttl, announces);
         *lock(&self.stale_at) = stale_at(tokio::time::Instant::now(), fresh);
         Ok(tools)
     }
@@ -381,10 +389,13 @@ impl McpServer {
         let peer = connection.service.peer();
         let ttl = self.config.timeout;
         let as_task = lock(&self.task_tools).contains(tool);
+        // Set once the server made a task of the call: past that, the deadline cuts a task
+        // that runs long, not a server that hung.
+        let created = AtomicBool::new(false);
         let outcome = self
             .bounded(async {
                 if as_task {
-                    return Ok(task::call_as_task(peer, params, ttl).await?);
+                    return Ok(task::call_as_task(peer, params, ttl, &created).await?);
                 }
                 let first = call_once(peer, params.clone()).await;
                 if !task::needs_task(&first) {
@@ -392,7 +403,7 @@ impl McpServer {
                 }
                 // A tool that must run as a task; a server that makes no task of it either
                 // gets its first answer back.
-                match task::call_as_task(peer, params, ttl).await {
+                match task::call_as_task(peer, params, ttl, &created).await {
                     Ok(result) => {
                         lock(&self.task_tools).insert(tool.to_owned());
                         Ok(result)
@@ -402,6 +413,18 @@ impl McpServer {
                 }
             })
             .await;
+        if outcome.is_err() && created.load(Ordering::SeqCst) {
+            // The task's `tasks/cancel` went out as the call was cut; the session goes on.
+            let name = self.name();
+            return Err(McpError::new(
+                McpErrorKind::Timeout,
+                name,
+                format!(
+                    "mcp server `{name}` did not end the task of `{tool}` within {}; the task was cancelled",
+                    millis(self.config.timeout)
+                ),
+            ));
+        }
         let what = format!("`{tool}`");
         self.finish(&connection, &what, outcome).await
     }

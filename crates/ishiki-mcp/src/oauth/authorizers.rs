@@ -41,7 +41,9 @@ impl Authorizer for HeadlessAuthorizer {
     }
 
     async fn authorize(&self, _server: &str, url: &str) -> Result<String, String> {
-        let client = super::endpoints::client().map_err(|e| e.to_string())?;
+        // The page is the one the server's metadata named: a name written as public must
+        // resolve to a public address (one written as local is the test server it is for).
+        let client = super::endpoints::client_for(url).map_err(|e| e.to_string())?;
         let response = client
             .get(url)
             .send()

@@ -1,6 +1,10 @@
 //! The requests this crate makes to authorization servers itself (rmcp makes the others),
 //! and which endpoints named by a server's metadata it makes them to.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use rmcp::transport::auth::{AuthError, AuthorizationMetadata};
 
 use super::{MAX_TOKEN_RESPONSE_BYTES, TOKEN_REQUEST_TIMEOUT, failed};
@@ -31,7 +35,7 @@ pub(super) async fn legacy_metadata(
     at.set_path("/.well-known/oauth-authorization-server");
     at.set_query(None);
     at.set_fragment(None);
-    let body = bounded_get(at.as_str()).await?;
+    let body = bounded_get(server_url, at.as_str()).await?;
     let metadata: AuthorizationMetadata = serde_json::from_slice(&body).map_err(|e| {
         failed(format!(
             "the authorization server's metadata is unreadable: {e}"
@@ -64,34 +68,9 @@ fn legacy_issuer_acceptable(server: &url::Url, expected: &str, received: &str) -
 /// an https:// URL (http:// only on loopback), and a host on this machine or its private
 /// network (loopback, private, link-local or unspecified addresses, `localhost`) only when
 /// the MCP server is there too, so a hostile server cannot aim the client at internal
-/// services. (rmcp checks its own requests' resolved addresses; these are the requests made
-/// here, whose names are checked as written.)
+/// services. The names are checked here as written; [`client_for`] checks the addresses they
+/// resolve to by the same rule. (rmcp checks its own requests' resolved addresses.)
 pub(crate) fn endpoint_allowed(server: &str, endpoint: &str) -> bool {
-    fn v4_local(ip: std::net::Ipv4Addr) -> bool {
-        let [a, b, ..] = ip.octets();
-        ip.is_loopback()
-            || ip.is_private()
-            || ip.is_link_local()
-            || ip.is_unspecified()
-            // 100.64.0.0/10, shared address space behind carrier NAT and many cloud networks.
-            || (a == 100 && (64..128).contains(&b))
-    }
-    fn local(host: Option<url::Host<&str>>) -> Option<bool> {
-        Some(match host? {
-            url::Host::Domain(name) => {
-                name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost")
-            }
-            url::Host::Ipv4(ip) => v4_local(ip),
-            url::Host::Ipv6(ip) => {
-                let first = ip.segments()[0];
-                ip.to_ipv4_mapped().is_some_and(v4_local)
-                    || ip.is_loopback()
-                    || ip.is_unspecified()
-                    || (first & 0xfe00) == 0xfc00
-                    || (first & 0xffc0) == 0xfe80
-            }
-        })
-    }
     let (Ok(server), Ok(endpoint)) = (url::Url::parse(server), url::Url::parse(endpoint)) else {
         return false;
     };
@@ -102,7 +81,7 @@ pub(crate) fn endpoint_allowed(server: &str, endpoint: &str) -> bool {
         None => false,
     };
     let scheme_ok = endpoint.scheme() == "https" || (endpoint.scheme() == "http" && loopback);
-    match (local(server.host()), local(endpoint.host())) {
+    match (host_local(server.host()), host_local(endpoint.host())) {
         (Some(server_local), Some(endpoint_local)) => {
             scheme_ok && (server_local || !endpoint_local)
         }
@@ -110,18 +89,150 @@ pub(crate) fn endpoint_allowed(server: &str, endpoint: &str) -> bool {
     }
 }
 
-/// The HTTP client of the requests made here: 30 s each, no redirects followed.
-pub(super) fn client() -> Result<reqwest::Client, AuthError> {
+/// Whether a host, as a URL writes it, is on this machine or its private network; `None`
+/// for a URL without a host.
+fn host_local(host: Option<url::Host<&str>>) -> Option<bool> {
+    Some(match host? {
+        url::Host::Domain(name) => {
+            name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost")
+        }
+        url::Host::Ipv4(ip) => address_local(IpAddr::V4(ip)),
+        url::Host::Ipv6(ip) => address_local(IpAddr::V6(ip)),
+    })
+}
+
+/// Whether an address is on this machine or its private network: loopback, private,
+/// link-local (cloud instance metadata among them), unspecified, shared (100.64.0.0/10) or
+/// unique-local, IPv4 also as mapped into IPv6.
+fn address_local(ip: IpAddr) -> bool {
+    fn v4_local(ip: Ipv4Addr) -> bool {
+        let [a, b, ..] = ip.octets();
+        ip.is_loopback()
+            || ip.is_private()
+            || ip.is_link_local()
+            || ip.is_unspecified()
+            // 100.64.0.0/10, shared address space behind carrier NAT and many cloud networks.
+            || (a == 100 && (64..128).contains(&b))
+    }
+    match ip {
+        IpAddr::V4(ip) => v4_local(ip),
+        IpAddr::V6(ip) => {
+            let first = ip.segments()[0];
+            ip.to_ipv4_mapped().is_some_and(v4_local)
+                || ip.is_loopback()
+                || ip.is_unspecified()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// The HTTP client of the requests made here for the MCP server at `server`: 30 s each, no
+/// redirects followed, and connecting only where [`endpoint_allowed`] lets a name point: a
+/// public name that resolves to this machine or a private network the server is not on
+/// (DNS rebinding, or a hostile record) fails to connect, naming the host.
+pub(super) fn client_for(server: &str) -> Result<reqwest::Client, AuthError> {
+    guarded_client(server, Arc::new(SystemLookup))
+}
+
+/// [`client_for`] with the name lookup given, so a test can make a name resolve anywhere.
+fn guarded_client(server: &str, lookup: Arc<dyn Resolve>) -> Result<reqwest::Client, AuthError> {
+    let server_local = url::Url::parse(server)
+        .ok()
+        .and_then(|u| host_local(u.host()))
+        .unwrap_or(false);
+    // A proxy is resolved instead of the target (and resolves the target itself): its own
+    // host, configured by whoever runs the process, is not filtered.
+    let proxies = [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .iter()
+    .filter_map(|var| std::env::var(var).ok())
+    .filter_map(|proxy| {
+        let proxy = if proxy.contains("://") {
+            proxy
+        } else {
+            format!("http://{proxy}")
+        };
+        url::Url::parse(&proxy).ok()?.host_str().map(normalized)
+    })
+    .collect();
+    let resolver = GuardedResolver {
+        server_local,
+        proxies: Arc::new(proxies),
+        lookup,
+    };
+    // reqwest panics building a client without a crypto provider: ring, as for the transport.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .timeout(TOKEN_REQUEST_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(resolver)
         .build()
         .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))
 }
 
-/// The body of a GET to `url`, within the token request's limits.
-async fn bounded_get(url: &str) -> Result<Vec<u8>, AuthError> {
-    let client = client()?;
+/// A host name as resolvers compare it: lower case, without a final dot.
+fn normalized(host: &str) -> String {
+    host.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// The operating system's resolver, through tokio.
+struct SystemLookup;
+
+impl Resolve for SystemLookup {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// Keeps only the resolved addresses [`endpoint_allowed`]'s rule lets a request reach.
+struct GuardedResolver {
+    server_local: bool,
+    proxies: Arc<Vec<String>>,
+    lookup: Arc<dyn Resolve>,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = normalized(name.as_str());
+        let unfiltered = self.server_local || self.proxies.contains(&host);
+        let lookup = self.lookup.resolve(name);
+        Box::pin(async move {
+            let resolved: Vec<SocketAddr> = lookup.await?.collect();
+            if unfiltered {
+                return Ok(Box::new(resolved.into_iter()) as Addrs);
+            }
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|addr| !address_local(addr.ip()))
+                .collect();
+            if allowed.is_empty() {
+                return Err(format!(
+                    "`{host}` resolves only to this machine or a private network, which the \
+                     MCP server is not on"
+                )
+                .into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// The body of a GET to `url` for the MCP server at `server`, within the token request's
+/// limits.
+async fn bounded_get(server: &str, url: &str) -> Result<Vec<u8>, AuthError> {
+    let client = client_for(server)?;
     let mut response = client
         .get(url)
         .header("accept", "application/json")
@@ -198,5 +309,94 @@ mod tests {
             !endpoint_allowed(local, "http://10.0.0.9/token"),
             "cleartext past loopback"
         );
+    }
+
+    /// Answers every name with `to`.
+    struct Pinned(IpAddr);
+
+    impl Resolve for Pinned {
+        fn resolve(&self, _name: Name) -> Resolving {
+            let addr = SocketAddr::new(self.0, 0);
+            Box::pin(async move { Ok(Box::new(std::iter::once(addr)) as Addrs) })
+        }
+    }
+
+    /// A listener on loopback answering each connection `200 {}`; its port.
+    async fn answering() -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+                    )
+                    .await;
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_public_name_that_resolves_to_a_private_network_is_not_reached_for_a_public_server() {
+        let port = answering().await;
+        let rebound = format!("http://as.example.com:{port}/token");
+        let loopback = Arc::new(Pinned(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        // The name passes the check as written; its address does not.
+        let public = "https://mcp.example.com/mcp";
+        let client = guarded_client(public, loopback.clone()).unwrap();
+        let error = client.get(&rebound).send().await.unwrap_err();
+        let text = format!("{error:?}");
+        assert!(
+            text.contains("`as.example.com` resolves only to this machine or a private network"),
+            "{text}"
+        );
+        // A server on this machine may name endpoints here, by any name.
+        let local = "http://localhost:4000/mcp";
+        let client = guarded_client(local, loopback).unwrap();
+        let answer = client.get(&rebound).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        // Public addresses stay reachable for a public server (the lookup decides, not the
+        // name): a name pinned to a public address is let through to connecting.
+        let outside = Arc::new(Pinned(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))));
+        let resolver = GuardedResolver {
+            server_local: false,
+            proxies: Arc::new(Vec::new()),
+            lookup: outside,
+        };
+        let addrs: Vec<SocketAddr> = resolver
+            .resolve("as.example.com".parse().unwrap())
+            .await
+            .unwrap()
+            .collect();
+        assert_eq!(
+            addrs,
+            [SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 0)]
+        );
+    }
+
+    #[tokio::test]
+    async fn every_private_kind_of_address_is_filtered_out_of_a_resolution() {
+        for ip in [
+            "10.1.2.3",
+            "169.254.169.254",
+            "100.100.100.200",
+            "::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "0.0.0.0",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            let resolver = GuardedResolver {
+                server_local: false,
+                proxies: Arc::new(Vec::new()),
+                lookup: Arc::new(Pinned(ip)),
+            };
+            let result = resolver.resolve("as.example.com".parse().unwrap()).await;
+            assert!(result.is_err(), "{ip} was let through");
+        }
     }
 }

@@ -84,7 +84,8 @@ pub(super) fn sign_assertion(
     Ok(format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature)))
 }
 
-/// The client-credentials grant authenticated by `assertion`, at `endpoint`.
+/// The client-credentials grant authenticated by `assertion`, at `endpoint`, for the MCP
+/// server at `resource`.
 pub(super) async fn jwt_token_request(
     endpoint: &str,
     assertion: &str,
@@ -105,7 +106,8 @@ pub(super) async fn jwt_token_request(
         }
         form.finish()
     };
-    let client = super::endpoints::client()?;
+    // `resource` is the MCP server's URL: the endpoint's addresses are held to its network.
+    let client = super::endpoints::client_for(resource)?;
     let mut response = client
         .post(endpoint)
         .header("content-type", "application/x-www-form-urlencoded")

@@ -59,6 +59,20 @@ pub(super) async fn list_pages(
     )))
 }
 
+/// How long a listing stays fresh, from the shortest `ttlMs` of its pages (`ttl`) and whether
+/// the server announces its list changes (`tools.listChanged`, which a `2026-07-28` server
+/// sends on the listen stream the client holds open). A positive hint is followed as it is. A
+/// `ttlMs` of 0 (the SDKs' default, "immediately stale": the client MAY list again each time
+/// it needs the list) is followed only when nothing else would tell of a change; from a
+/// server that announces changes, the announcement is when the list is needed again, so a
+/// model request does not wait for a listing round trip that the stream makes needless.
+pub(super) fn freshness(ttl: Option<Duration>, announces: bool) -> Option<Duration> {
+    match ttl {
+        Some(Duration::ZERO) if announces => None,
+        other => other,
+    }
+}
+
 /// When a listing made at `now` that stays fresh for `fresh` goes stale: a hint past
 /// [`MAX_LIST_TTL`] counts as that, so a server's number never overflows the clock.
 pub(super) fn stale_at(
@@ -89,6 +103,16 @@ fn json_len(value: &impl serde::Serialize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_ttl_counts_only_from_a_server_that_announces_no_changes() {
+        let zero = Some(Duration::ZERO);
+        assert_eq!(freshness(zero, false), zero);
+        assert_eq!(freshness(zero, true), None);
+        let minute = Some(Duration::from_secs(60));
+        assert_eq!(freshness(minute, true), minute);
+        assert_eq!(freshness(None, false), None);
+    }
 
     #[test]
     fn a_listing_ttl_of_any_size_gives_a_time_and_never_overflows() {

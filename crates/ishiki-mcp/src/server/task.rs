@@ -9,8 +9,10 @@
 //! waits for the task to end and answers with the tool's result (an elicitation the task needs
 //! arrives on the way and goes to the embedder's elicitor like any other). The whole of it runs
 //! under the call's deadline: a call cut there (or dropped) sends `tasks/cancel`, best effort,
-//! so the server stops the work.
+//! so the server stops the work. A cut after the server made the task is the task's, not a
+//! hung server's: the session is kept (a timeout elsewhere stops the server).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -67,11 +69,13 @@ impl From<TaskFailure> for Failure {
 }
 
 /// One task-augmented call of `params`, its result in the wire shape; `ttl` is the call's
-/// deadline, which is how long the server needs to keep the task.
+/// deadline, which is how long the server needs to keep the task. `made` is set once the
+/// server made the task (a cut after that cancels a running task; the server did not hang).
 pub(super) async fn call_as_task(
     peer: &Peer<RoleClient>,
     params: CallToolRequestParams,
     ttl: Duration,
+    made: &AtomicBool,
 ) -> Result<Value, TaskFailure> {
     let unusable = |e: serde_json::Error| Failure::Refused(format!("cannot send the call: {e}"));
     let mut raw = serde_json::to_value(&params)
@@ -93,6 +97,7 @@ pub(super) async fn call_as_task(
         peer: peer.clone(),
         id: Some(id.clone()),
     };
+    made.store(true, Ordering::SeqCst);
     let result = send(peer, "tasks/result", json!({ "taskId": id })).await;
     // Ended one way or the other: nothing is left to cancel (a failed or cancelled task
     // answers `tasks/result` with its error).

@@ -20,6 +20,9 @@
 //               only), `textblob` (a text/plain blob resource); and `dup` twice, `bad name`
 //               and `` (bad names)
 //   odd-results  hostile without the bad names
+//   tasks       lists `slow`, which refuses a plain call with -32601 (it needs a task) and as a
+//               task never ends; and `cancelled`, which answers with the ids of the tasks
+//               `tasks/cancel` named so far (a task's `tasks/result` waits for ever)
 // Node only, no packages, so the tests need nothing but `node`.
 "use strict";
 const readline = require("readline");
@@ -53,7 +56,9 @@ let deepValue = 1;
 for (let i = 0; i < 300; i++) {
   deepValue = [deepValue];
 }
-let tools = mode === "changing" || mode === "changing-bad" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "bad-schema" ? [ping, { name: "broken", description: "A schema that does not compile.", inputSchema: { type: "object", properties: { x: { type: 7 } } } }] : mode === "hostile" || mode === "odd-results" ? [
+const cancelled = [];
+let taskCount = 0;
+let tools = mode === "tasks" ? [simple("slow", "Run for ever, as a task."), simple("cancelled", "The cancelled task ids.")] : mode === "changing" || mode === "changing-bad" ? [ping, swap] : mode === "named" ? (process.argv[3] || "").split(",").map((n) => simple(n, `The tool ${n}.`)) : mode === "deep-schema" ? [ping, { name: "deep", description: "Deep.", inputSchema: deepSchema }] : mode === "bad-schema" ? [ping, { name: "broken", description: "A schema that does not compile.", inputSchema: { type: "object", properties: { x: { type: 7 } } } }] : mode === "hostile" || mode === "odd-results" ? [
   ping,
   simple("deep", "Answer a 300-deep structuredContent."),
   simple("widget", "Answer with a content block of an unknown type."),
@@ -132,6 +137,15 @@ rl.on("line", (line) => {
       const name = request.params.name;
       if (!tools.some((t) => t.name === name)) {
         send({ jsonrpc: "2.0", id: request.id, error: { code: -32602, message: `unknown tool ${name}` } });
+      } else if (mode === "tasks" && name === "slow") {
+        if (request.params.task) {
+          taskCount += 1;
+          reply({ task: { taskId: `task-${taskCount}`, status: "working", ttl: request.params.task.ttl } });
+        } else {
+          send({ jsonrpc: "2.0", id: request.id, error: { code: -32601, message: "slow requires task augmentation" } });
+        }
+      } else if (mode === "tasks" && name === "cancelled") {
+        reply({ content: [{ type: "text", text: JSON.stringify(cancelled) }] });
       } else if (name === "swap") {
         tools = mode === "changing-bad" ? [swap, { ...ping, inputSchema: { type: "object", properties: { x: { type: 7 } } } }] : [swap, echo];
         send({ jsonrpc: "2.0", method: "notifications/tools/list_changed" });
@@ -193,6 +207,20 @@ rl.on("line", (line) => {
       }
       break;
     }
+    case "tasks/result":
+      if (mode !== "tasks") {
+        send({ jsonrpc: "2.0", id: request.id, error: { code: -32601, message: "method not found" } });
+      }
+      // Never answers: the task runs for ever.
+      break;
+    case "tasks/cancel":
+      if (mode === "tasks") {
+        cancelled.push(request.params.taskId);
+        reply({ taskId: request.params.taskId, status: "cancelled" });
+        break;
+      }
+      send({ jsonrpc: "2.0", id: request.id, error: { code: -32601, message: "method not found" } });
+      break;
     default:
       send({ jsonrpc: "2.0", id: request.id, error: { code: -32601, message: "method not found" } });
   }

@@ -123,3 +123,34 @@ async fn a_listing_past_its_ttl_counts_as_changed_and_is_listed_again() {
     assert!(!server.tools_changed(), "no ttl in a 2025-11-25 listing");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_listen_stream_the_server_ends_is_opened_again_and_changes_are_heard_on_it() {
+    let server = McpServer::start(modern_with(
+        McpProtocol::V2026_07_28,
+        &[("MODERN_DROPPABLE", "1")],
+    ))
+    .await
+    .expect("server/discover");
+    // Its listings say `ttlMs: 0`; the server announces changes, so only they count.
+    assert!(!server.tools_changed(), "fresh until a change is announced");
+    let dropped = server.call("drop-listen", json!({})).await.unwrap();
+    assert_eq!(dropped["content"][0]["text"], "dropped");
+    // Back after its first wait (1 s), the stream counts as a change: one made while it was
+    // down was announced to nobody.
+    tokio::time::timeout(Duration::from_secs(10), server.tools_change())
+        .await
+        .expect("the stream is opened again");
+    let change = server.refresh_tools().await.unwrap();
+    assert!(change.added.is_empty() && change.removed.is_empty());
+    assert!(!server.tools_changed());
+    // And the new stream carries the next change.
+    server.call("grow", json!({})).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server.tools_change())
+        .await
+        .expect("the change is announced on the new stream");
+    let change = server.refresh_tools().await.unwrap();
+    let added: Vec<_> = change.added.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(added, ["late"]);
+    server.stop().await;
+}

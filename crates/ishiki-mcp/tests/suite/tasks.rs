@@ -115,3 +115,40 @@ async fn a_task_that_needs_input_asks_the_elicitor_and_goes_on() {
     assert!(text.contains("**Clarification**"), "{result}");
     assert!(!text.contains("elicitation unavailable"), "{result}");
 }
+
+#[tokio::test]
+async fn a_task_cut_at_the_deadline_is_cancelled_on_the_server() {
+    let config = super::fake_config("tasks", "tasks", Duration::from_millis(600));
+    let (servers, errors) = start_all_with(&[config], None).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let (tools, errors) = server_tools(&servers[0]);
+    assert!(errors.is_empty(), "{errors:?}");
+    let find = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t.definition().name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} is listed"))
+    };
+    let (slow, cancelled) = (find("tasks_slow"), find("tasks_cancelled"));
+    let e = slow
+        .execute(json!({}), &context())
+        .await
+        .expect_err("the task never ends");
+    assert!(e.to_string().contains("600 ms"), "{e}");
+    // The cancel is sent as the call is cut, on its own; it reaches the server soon after,
+    // and the server was not stopped for a task that ran long.
+    let mut seen = String::new();
+    for _ in 0..50 {
+        let answer = cancelled
+            .execute(json!({}), &context())
+            .await
+            .expect("the list of cancelled tasks");
+        seen = text_of(&answer);
+        if seen != "[]" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, r#"["task-1"]"#, "the server was not told to cancel");
+}
