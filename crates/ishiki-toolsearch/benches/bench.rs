@@ -154,6 +154,16 @@ fn hybrid(base: &[ToolDef], queries: &[String]) {
         base.len(),
         millis(start.elapsed())
     );
+    // A second conversation of the process over the same tools, with its own (empty) cache
+    // file: the model remembers what it embedded (issue 26).
+    let start = Instant::now();
+    if HybridIndex::build(base, embedder.clone(), &mut EmbeddingCache::default()).is_ok() {
+        println!(
+            "BENCH\ttoolsearch hybrid build, the same {} tools in a second catalog of the process\t{}\t< the row above",
+            base.len(),
+            millis(start.elapsed())
+        );
+    }
     let mut embeds = Vec::new();
     let mut searches = Vec::new();
     for q in queries {

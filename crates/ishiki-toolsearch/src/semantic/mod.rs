@@ -125,7 +125,9 @@ impl EmbeddingCache {
             .map_err(|e| model_error(format!("cannot write {}: {e}", path.display())))
     }
 
-    /// How many texts the cache did not have and embedded, since it was opened.
+    /// How many texts the cache did not have and embedded (a forward pass each), since it
+    /// was opened; texts another catalog of the process embedded with the same model are
+    /// taken from the model's memory and not counted.
     pub fn embedded(&self) -> usize {
         self.embedded
     }
@@ -145,6 +147,16 @@ impl EmbeddingCache {
             .collect();
         missing.sort();
         missing.dedup();
+        // What another catalog of this process had embedded with the same model is not
+        // embedded again.
+        missing.retain(|text| match embedder.remembered(text) {
+            Some(v) if v.len() == dim => {
+                self.entries.insert((*text).clone(), v);
+                self.changed = true;
+                false
+            }
+            _ => true,
+        });
         self.embedded += missing.len();
         let workers = std::thread::available_parallelism()
             .map_or(1, usize::from)
@@ -169,6 +181,7 @@ impl EmbeddingCache {
         });
         for (part, vectors) in missing.chunks(chunk).zip(embedded) {
             for (text, v) in part.iter().zip(vectors) {
+                embedder.remember(text, &v);
                 self.entries.insert((*text).clone(), v);
                 self.changed = true;
             }

@@ -57,7 +57,16 @@ pub struct Embedder {
     dim: usize,
     /// Identifies the weights in embedding caches.
     pub(crate) fingerprint: String,
+    /// The vectors of tool texts this model embedded in this process, so that every catalog
+    /// sharing the model (the runtimes of one process: one per conversation) embeds a text
+    /// once, not once per conversation. At most [`MAX_REMEMBERED`] texts.
+    remembered: std::sync::Mutex<HashMap<String, Vec<f32>>>,
 }
+
+/// The most tool texts an [`Embedder`] remembers the vectors of (1.5 KB each for MiniLM-L6:
+/// about 15 MB), beyond which new ones are embedded as before but not kept, so a process fed
+/// endless new tools does not grow without bound.
+pub(crate) const MAX_REMEMBERED: usize = 10_000;
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -225,7 +234,29 @@ impl Embedder {
                     &weights_hash.to_le_bytes()
                 )
             ),
+            remembered: std::sync::Mutex::default(),
         })
+    }
+
+    /// The vector of `text` if this model embedded it before, in this process.
+    pub(crate) fn remembered(&self, text: &str) -> Option<Vec<f32>> {
+        self.remembered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(text)
+            .cloned()
+    }
+
+    /// Keeps the vector of `text` for the other catalogs of this process, unless
+    /// [`MAX_REMEMBERED`] texts are kept already.
+    pub(crate) fn remember(&self, text: &str, vector: &[f32]) {
+        let mut remembered = self
+            .remembered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if remembered.len() < MAX_REMEMBERED && !remembered.contains_key(text) {
+            remembered.insert(text.to_owned(), vector.to_vec());
+        }
     }
 
     /// Whether `word` (lower-cased) is a whole word of the model's vocabulary, not only

@@ -279,3 +279,46 @@ fn a_damaged_embedding_cache_is_recomputed_not_trusted() {
         &text[..40.min(text.len())]
     );
 }
+
+/// Two conversations of one process over the same tools (issue 26): the second catalog takes
+/// the vectors the first one embedded with the same model, and still writes its own cache file
+/// for its next restart.
+#[test]
+fn a_second_catalog_on_the_same_model_embeds_nothing_the_first_embedded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = Arc::new(embedder());
+    let query = "show the commit history";
+    let mut first = Catalog::with_toolsearch();
+    for def in git_tools() {
+        first.add(def);
+    }
+    first.set_semantic(SemanticRanker::with_cache_file(
+        model.clone(),
+        dir.path().join("first.json"),
+    ));
+    let hits = first.search(query, 5);
+    assert_eq!(first.semantic().expect("ranker").embedded(), 12);
+
+    let mut second = Catalog::with_toolsearch();
+    for def in git_tools() {
+        second.add(def);
+    }
+    let cache = dir.path().join("second.json");
+    second.set_semantic(SemanticRanker::with_cache_file(model.clone(), &cache));
+    assert_eq!(names(&second.search(query, 5)), names(&hits));
+    assert_eq!(second.semantic().expect("ranker").embedded(), 0);
+    assert!(cache.is_file(), "the second catalog keeps its own file");
+
+    // Another model (here: the same files loaded again, a different instance) remembers
+    // nothing of the first one's work.
+    let mut third = Catalog::with_toolsearch();
+    for def in git_tools() {
+        third.add(def);
+    }
+    third.set_semantic(SemanticRanker::with_cache_file(
+        Arc::new(embedder()),
+        dir.path().join("third.json"),
+    ));
+    third.search(query, 5);
+    assert_eq!(third.semantic().expect("ranker").embedded(), 12);
+}
