@@ -64,6 +64,85 @@ fn main() {
     // A 200,000-token window (Claude Sonnet, GPT-5 class) and a 1,000,000-token one.
     session(200_000, 32_000);
     session(1_000_000, 64_000);
+    catalog_open();
+}
+
+/// A tool of the MCP corpus: its definition as its server lists it.
+#[derive(Debug)]
+struct Listed(ToolDef);
+
+#[async_trait]
+impl Tool for Listed {
+    fn definition(&self) -> ToolDef {
+        self.0.clone()
+    }
+
+    async fn execute(&self, _input: Value, _context: &ToolContext) -> Result<Value, ToolError> {
+        Ok(Value::Null)
+    }
+}
+
+/// Opening a runtime over the 359 tools of the MCP corpus (issue 26: what one process pays per
+/// conversation for a catalog it already serves): each open while no other runtime holds the
+/// catalog compiles every input schema; each open while one does takes the compiled ones.
+fn catalog_open() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ishiki-toolsearch/tests/data/mcp-catalog");
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for file in files {
+        let catalog: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        let server = catalog["server"].as_str().unwrap().to_owned();
+        for tool in catalog["tools"].as_array().unwrap() {
+            let mut def = ToolDef::new(
+                tool["name"].as_str().unwrap(),
+                tool["description"].as_str().unwrap_or_default(),
+                tool["input_schema"].clone(),
+            );
+            def.origin = Some(format!("mcp:{server}"));
+            tools.push(Arc::new(Listed(def)));
+        }
+    }
+    let models = ModelsDoc::from_yaml("models:\n  main: { input: [text] }\n").unwrap();
+    let open = |dir: &std::path::Path| {
+        let assembly = assemble(Profile::from_yaml("{}").unwrap(), models.clone(), "main").unwrap();
+        let mut builder = Runtime::builder(assembly, dir).durability(Durability::Normal);
+        for tool in &tools {
+            builder = builder.tool(tool.clone());
+        }
+        builder.build().unwrap()
+    };
+    let time = |held: bool| {
+        let keep = tempfile::tempdir().unwrap();
+        let holder = held.then(|| open(keep.path()));
+        let mut times = Vec::new();
+        for _ in 0..15 {
+            let dir = tempfile::tempdir().unwrap();
+            let started = Instant::now();
+            let runtime = open(dir.path());
+            times.push(started.elapsed());
+            drop(runtime);
+        }
+        drop(holder);
+        percentile(times, 0.5)
+    };
+    let alone = time(false);
+    let shared = time(true);
+    println!(
+        "BENCH\truntime open, {} MCP tools, no other runtime holds the catalog (p50)\t{:.2} ms\t-",
+        tools.len(),
+        alone.as_secs_f64() * 1e3
+    );
+    println!(
+        "BENCH\truntime open, {} MCP tools, another runtime holds it (p50)\t{:.2} ms\t< the row above",
+        tools.len(),
+        shared.as_secs_f64() * 1e3
+    );
 }
 
 fn session(window: u64, output: u64) {

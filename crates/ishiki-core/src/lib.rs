@@ -132,6 +132,7 @@ pub mod profile;
 mod registry;
 mod rejection;
 mod runtime;
+mod schemas;
 mod state_dir;
 pub mod store;
 pub mod text_protocol;

@@ -703,8 +703,9 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// A tool's definition, checked (`ToolDef::validate`) with its input schema compiled: what
-/// registering (`what` = `registered`) and adding after start (`added`) both require.
+/// A tool's definition, checked (`ToolDef::validate`) with its input schema compiled (or the
+/// validator another runtime of the process compiled for the same schema): what registering
+/// (`what` = `registered`) and adding after start (`added`) both require.
 fn checked_definition(
     tool: &dyn Tool,
     what: &str,
@@ -716,13 +717,14 @@ fn checked_definition(
             format!("a tool cannot be {what}: {e}"),
         )
     })?;
-    let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
+    // Compiled once per process while any runtime uses it (`schemas.rs`).
+    let validator = crate::schemas::compiled(&def.input_schema).map_err(|e| {
         RuntimeError::new(
             RuntimeErrorKind::Config,
             format!("tool `{}` has an invalid input schema: {e}", def.name),
         )
     })?;
-    Ok((def, Arc::new(validator)))
+    Ok((def, validator))
 }
 
 /// The first schema violation, as `at <path>: <message>`.
