@@ -134,6 +134,10 @@ mod names;
 mod oauth;
 mod result;
 mod server;
+#[cfg(feature = "http")]
+mod sse;
+#[cfg(feature = "http")]
+mod sse_transport;
 mod stderr;
 mod tool;
 mod transport;
@@ -143,7 +147,7 @@ use std::sync::Arc;
 pub use auth::{
     Authorizer, ClientCredential, DEFAULT_APPROVAL_TIME, JwtAlgorithm, OAuthConfig, Secret,
 };
-pub use config::{DEFAULT_TIMEOUT, McpProtocol, McpServerConfig};
+pub use config::{DEFAULT_TIMEOUT, McpProtocol, McpServerConfig, McpTransport};
 pub use elicit::{AcceptDefaults, ElicitAnswer, ElicitRequest, Elicitor, apply_defaults};
 pub use error::{McpError, McpErrorKind};
 #[cfg(feature = "oauth")]

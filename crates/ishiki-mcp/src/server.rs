@@ -487,6 +487,13 @@ impl McpServer {
                 let remote = self.config.url.is_some();
                 let refused = self.auth_failure().await;
                 let cause = match e {
+                    // The HTTP+SSE transport's POST answered other than 2xx: its status.
+                    #[cfg(feature = "http")]
+                    ServiceError::TransportSend(ref sent)
+                        if let Some(why) = crate::sse_transport::refused(sent) =>
+                    {
+                        why
+                    }
                     ServiceError::TransportClosed | ServiceError::TransportSend(_)
                         if let Some(why) = refused =>
                     {
