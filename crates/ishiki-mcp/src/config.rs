@@ -67,7 +67,7 @@ impl McpTransport {
 }
 
 /// How to reach one MCP server (a child process over stdio, or a remote server over Streamable
-/// HTTP when [`McpServerConfig::url`] is set), and how its tools join the pool.
+/// HTTP or HTTP+SSE when [`McpServerConfig::url`] is set), and how its tools join the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
     /// The server's name: tools are named `<name>_<tool>` with origin `mcp:<name>`.
@@ -130,8 +130,8 @@ impl McpServerConfig {
         }
     }
 
-    /// A remote server `name` at the Streamable HTTP endpoint `url`; deferred tools, the
-    /// [`DEFAULT_TIMEOUT`].
+    /// A remote server `name` at the Streamable HTTP endpoint `url` (or HTTP+SSE there, see
+    /// [`McpTransport::Auto`]); deferred tools, the [`DEFAULT_TIMEOUT`].
     pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
         Self {
             url: Some(url.into()),

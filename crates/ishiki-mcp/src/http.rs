@@ -12,6 +12,9 @@
 //! Secrets: header values may name environment variables (`${NAME}`) and the bearer token is
 //! read from one; both are read at each connect and never appear in an error ([`redact`]).
 //!
+//! The older HTTP+SSE transport (`sse_transport.rs`) takes its client, headers and token
+//! from here too ([`http_client`], [`headers`], [`bearer`]) and keeps the same limits.
+//!
 //! The transport itself needs the `http` feature; the secret handling below serves every
 //! server's errors.
 
