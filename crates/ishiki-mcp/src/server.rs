@@ -99,6 +99,8 @@ pub struct McpServer {
     sessions: AtomicU64,
     /// When the last listing stops being fresh (its `ttlMs`), if it said.
     stale_at: Mutex<Option<tokio::time::Instant>>,
+    /// The remote server was found to speak only HTTP+SSE: reconnects skip the probe.
+    legacy_sse: std::sync::atomic::AtomicBool,
 }
 
 /// The backoff between attempts to reach a remote server that could not be reached.
@@ -227,6 +229,7 @@ impl McpServer {
             task_tools: Mutex::default(),
             sessions: AtomicU64::new(0),
             stale_at: Mutex::default(),
+            legacy_sse: Default::default(),
         });
         let tools = server.list_unique().await?;
         *lock(&server.tools) = tools;

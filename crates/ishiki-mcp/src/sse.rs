@@ -123,6 +123,17 @@ impl Parser {
             None => (&line[..], &[][..]),
         };
         let value = String::from_utf8_lossy(value);
+        // The event's size as this field would leave it, checked before it grows.
+        let after = match field {
+            b"event" => self.data.len().saturating_add(value.len()),
+            b"data" => (self.data.len() + self.event.len()).saturating_add(value.len() + 1),
+            _ => 0,
+        };
+        if after > self.max {
+            self.data = String::new();
+            self.event = String::new();
+            return Err(TooLong::Event);
+        }
         match field {
             b"event" => self.event = value.into_owned(),
             b"data" => {
@@ -135,11 +146,6 @@ impl Parser {
             b"id" if !value.contains('\0') => self.id = Some(value.into_owned()),
             // `retry` is read and ignored: Ishiki reconnects on its own schedule.
             _ => {}
-        }
-        if self.data.len().saturating_add(self.event.len()) > self.max {
-            self.data = String::new();
-            self.event = String::new();
-            return Err(TooLong::Event);
         }
         Ok(())
     }

@@ -287,12 +287,12 @@ async fn open(
         parser
             .feed(&chunk, &mut events)
             .map_err(|what| format!("it {}", too_long(what)))?;
-        while !events.is_empty() {
-            let event = events.remove(0);
+        let mut read = std::mem::take(&mut events).into_iter();
+        while let Some(event) = read.next() {
             match event.event.as_str() {
                 "endpoint" => {
                     let url = endpoint(base, &event.data)?;
-                    return Ok((response, parser, events, url));
+                    return Ok((response, parser, read.collect(), url));
                 }
                 "message" => {
                     return Err("it sent a `message` event before its `endpoint` event".into());

@@ -50,6 +50,17 @@ impl McpServer {
                 .in_revision(|mode| self.connect_sse_once(url, mode))
                 .await;
         }
+        // A server found by the fallback before is reconnected over SSE at once; when that
+        // fails, the next attempt probes again (it may speak Streamable HTTP by now).
+        if self.legacy_sse.load(Ordering::Relaxed) {
+            let result = self
+                .in_revision(|mode| self.connect_sse_once(url, mode))
+                .await;
+            if result.is_err() {
+                self.legacy_sse.store(false, Ordering::Relaxed);
+            }
+            return result;
+        }
         let legacy = AtomicU16::new(0);
         let result = self
             .in_revision(|mode| self.connect_http_once(url, mode, &legacy))
@@ -59,6 +70,7 @@ impl McpServer {
             Err(_) if status != 0 && self.config.transport == McpTransport::Auto => self
                 .in_revision(|mode| self.connect_sse_once(url, mode))
                 .await
+                .inspect(|_| self.legacy_sse.store(true, Ordering::Relaxed))
                 .map_err(|e| {
                     let message = format!(
                         "{} (tried over HTTP+SSE after the `initialize` POST was answered \

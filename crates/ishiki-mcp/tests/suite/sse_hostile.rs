@@ -148,10 +148,14 @@ async fn open_stream(mut socket: TcpStream, mode: Mode, sse: Stream) {
             }
         }
         Mode::Working => {
+            // Held while the endpoint is written, so a POST that follows it at once finds
+            // the stream to answer on.
+            let mut held = sse.lock().await;
             let endpoint = "\u{feff}: welcome\r\nretry: 10\r\nevent: endpoint\r\ndata: /message?session=1\r\n\r\n";
-            if bytewise(&mut socket, endpoint.as_bytes()).await.is_err() {
-                return;
+            if bytewise(&mut socket, endpoint.as_bytes()).await.is_ok() {
+                *held = Some(socket);
             }
+            return;
         }
     }
     *sse.lock().await = Some(socket);
@@ -443,4 +447,20 @@ async fn a_url_that_is_neither_streamable_http_nor_sse_fails_naming_both_attempt
         message.contains("(tried over HTTP+SSE after the `initialize` POST was answered HTTP 404)"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn a_server_found_by_the_fallback_is_reconnected_over_sse_without_probing_again() {
+    let server = hostile(Mode::Working).await;
+    // Only the URL: the POST to /sse is answered 404, so the client opens the stream there.
+    let config = McpServerConfig::http("hostile", format!("http://127.0.0.1:{}/sse", server.port))
+        .timeout(Duration::from_secs(10));
+    let mcp = McpServer::start(config).await.expect("falls back to SSE");
+    let _ = mcp.call("close", json!({})).await.expect_err("no answer");
+    let pong = mcp.call("ping", json!({})).await.expect("reconnected");
+    assert_eq!(pong["content"][0]["text"], "pong");
+    let heads = server.heads();
+    let count = |start: &str| heads.iter().filter(|h| h.starts_with(start)).count();
+    assert_eq!(count("post /sse "), 1, "probed once: {heads:?}");
+    assert_eq!(count("get /sse "), 2, "two streams: {heads:?}");
 }
