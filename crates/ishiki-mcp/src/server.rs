@@ -100,6 +100,7 @@ pub struct McpServer {
     /// When the last listing stops being fresh (its `ttlMs`), if it said.
     stale_at: Mutex<Option<tokio::time::Instant>>,
     /// The remote server was found to speak only HTTP+SSE: reconnects skip the probe.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     legacy_sse: std::sync::atomic::AtomicBool,
 }
 
