@@ -68,7 +68,8 @@ impl Parser {
     /// Reads `chunk`, pushing every event it completes onto `out`. After an `Err` the parser
     /// must not be fed again (the stream is to be closed).
     pub(crate) fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<Event>) -> Result<(), TooLong> {
-        if self.after_cr {
+        // An empty chunk between a CR and its LF changes nothing.
+        if self.after_cr && !chunk.is_empty() {
             self.after_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {
                 chunk = rest;
@@ -216,9 +217,10 @@ mod tests {
     }
 
     #[test]
-    fn a_cr_at_the_end_of_a_chunk_and_an_lf_after_it_are_one_line_end() {
+    fn a_cr_at_the_end_of_a_chunk_and_an_lf_after_it_are_one_line_end_even_with_an_empty_chunk_between()
+     {
         assert_eq!(
-            events(&[b"data: a\r", b"\ndata: b\r", b"\r"], 1024),
+            events(&[b"data: a\r", b"", b"\ndata: b\r", b"\r"], 1024),
             Ok(vec![event("message", "a\nb", None)])
         );
     }
@@ -241,10 +243,12 @@ mod tests {
         assert_eq!(events(&[&split], 64).map(|e| e.len()), Ok(10));
     }
 
-    /// A valid stream of `n` events with every kind of line end, comments and fields.
-    fn stream(payloads: &[(String, u8)]) -> Vec<u8> {
+    /// A valid stream of one event per payload, each with every kind of line end, comments,
+    /// fields, and two `data` lines with its type between them (so a line end taken for two
+    /// would dispatch it early, cut and untyped).
+    fn stream(payloads: &[(String, String, u8)]) -> Vec<u8> {
         let mut out = b"\xEF\xBB\xBF".to_vec();
-        for (k, (data, style)) in payloads.iter().enumerate() {
+        for (k, (first, second, style)) in payloads.iter().enumerate() {
             let end: &[u8] = match style % 3 {
                 0 => b"\n",
                 1 => b"\r\n",
@@ -253,8 +257,9 @@ mod tests {
             for line in [
                 b": keep-alive".to_vec(),
                 format!("id: {k}").into_bytes(),
-                b"event: message".to_vec(),
-                format!("data: {data}").into_bytes(),
+                format!("data: {first}").into_bytes(),
+                format!("event: e{k}").into_bytes(),
+                format!("data: {second}").into_bytes(),
                 b"retry: 10".to_vec(),
                 Vec::new(),
             ] {
@@ -268,14 +273,19 @@ mod tests {
     proptest! {
         #[test]
         fn any_chunking_of_a_valid_stream_yields_the_same_events(
-            payloads in prop::collection::vec(("[a-z{}\":, ]{0,20}", 0u8..3), 0..8),
-            cuts in prop::collection::vec(0usize..400, 0..30),
+            payloads in prop::collection::vec(
+                ("[a-z{}\":, ]{0,20}", "[a-z{}\":, ]{0,20}", 0u8..3),
+                0..8,
+            ),
+            cuts in prop::collection::vec(0usize..600, 0..30),
         ) {
             let bytes = stream(&payloads);
             let whole = events(&[&bytes], 1024).expect("within the limit");
             prop_assert_eq!(whole.len(), payloads.len());
-            for (got, (data, _)) in whole.iter().zip(&payloads) {
-                prop_assert_eq!(&got.data, data);
+            for (k, (got, (first, second, _))) in whole.iter().zip(&payloads).enumerate() {
+                prop_assert_eq!(&got.data, &format!("{first}\n{second}"));
+                prop_assert_eq!(&got.event, &format!("e{k}"));
+                prop_assert_eq!(got.id.clone(), Some(k.to_string()));
             }
             let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
             cuts.sort_unstable();
