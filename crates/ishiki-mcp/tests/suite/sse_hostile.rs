@@ -19,11 +19,11 @@ enum Mode {
     Silent,
     /// Sends a `data:` line that never ends (until the client hangs up).
     EndlessLine,
-    /// A working server that writes every event one byte at a time, with a BOM, comments,
-    /// `id:`/`retry:` fields and CRLF, CR and LF line ends; its tools: `ping`, `refuse` (POST
-    /// answered 500 echoing the token), `huge` (an event over the limit), `close` (the stream
-    /// closes without an answer), `moved` (a second, other `endpoint` event), `garbage` (a
-    /// `message` event that is not JSON).
+    /// A working server (it answers `initialize` with `2024-11-05`) that writes every event
+    /// one byte at a time, with a BOM, comments, `id:`/`retry:` fields and CRLF, CR and LF
+    /// line ends; its tools: `ping`, `refuse` (POST answered 500 echoing the token), `huge`
+    /// (an event over the limit), `close` (the stream closes without an answer), `moved` (a
+    /// second, other `endpoint` event), `garbage` (a `message` event that is not JSON).
     Working,
 }
 
@@ -197,8 +197,9 @@ async fn post(mut socket: TcpStream, message: Value, token: &str, sse: &Stream) 
         return;
     };
     let result = match (method, tool) {
+        // The revision of the HTTP+SSE era, whatever the client asked for.
         ("initialize", _) => json!({
-            "protocolVersion": message["params"]["protocolVersion"],
+            "protocolVersion": "2024-11-05",
             "capabilities": { "tools": {} },
             "serverInfo": { "name": "hostile", "version": "1" }
         }),
