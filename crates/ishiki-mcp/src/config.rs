@@ -40,16 +40,45 @@ impl McpProtocol {
     }
 }
 
+/// How a remote server is reached (a server with [`McpServerConfig::url`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum McpTransport {
+    /// Streamable HTTP, and the older HTTP+SSE (`2024-11-05`) at the same URL when the
+    /// `initialize` POST is answered 400, 404 or 405 without a JSON-RPC error: the spec's
+    /// backwards compatibility for a client given only a URL.
+    #[default]
+    Auto,
+    /// Streamable HTTP only (profile `transport: streamable-http`).
+    StreamableHttp,
+    /// The older HTTP+SSE transport only (profile `transport: sse`): the URL is the SSE
+    /// stream's, and the server names where messages are posted (on the same origin).
+    Sse,
+}
+
+impl McpTransport {
+    /// The transport a profile's `transport` names; `None` for one Ishiki does not know.
+    pub fn from_name(name: &str) -> Option<McpTransport> {
+        match name {
+            "streamable-http" => Some(McpTransport::StreamableHttp),
+            "sse" => Some(McpTransport::Sse),
+            _ => None,
+        }
+    }
+}
+
 /// How to reach one MCP server (a child process over stdio, or a remote server over Streamable
-/// HTTP when [`McpServerConfig::url`] is set), and how its tools join the pool.
+/// HTTP or HTTP+SSE when [`McpServerConfig::url`] is set), and how its tools join the pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerConfig {
     /// The server's name: tools are named `<name>_<tool>` with origin `mcp:<name>`.
     pub name: String,
     /// The program to run (looked up on `PATH` when it has no slash); unused when `url` is set.
     pub command: String,
-    /// The Streamable HTTP endpoint of a remote server; when set, no process is started.
+    /// The Streamable HTTP endpoint of a remote server (or its SSE stream's URL, see
+    /// [`McpServerConfig::transport`]); when set, no process is started.
     pub url: Option<String>,
+    /// How the remote server at `url` is reached (default: [`McpTransport::Auto`]).
+    pub transport: McpTransport,
     /// HTTP headers for every request to a remote server; `${NAME}` in a value is replaced by
     /// the environment variable `NAME` at each connect (an unset one fails the connect,
     /// naming the variable, never a value).
@@ -87,6 +116,7 @@ impl McpServerConfig {
             name: name.into(),
             command: command.into(),
             url: None,
+            transport: McpTransport::Auto,
             headers: BTreeMap::new(),
             token_env: None,
             oauth: None,
@@ -100,8 +130,8 @@ impl McpServerConfig {
         }
     }
 
-    /// A remote server `name` at the Streamable HTTP endpoint `url`; deferred tools, the
-    /// [`DEFAULT_TIMEOUT`].
+    /// A remote server `name` at the Streamable HTTP endpoint `url` (or HTTP+SSE there, see
+    /// [`McpTransport::Auto`]); deferred tools, the [`DEFAULT_TIMEOUT`].
     pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
         Self {
             url: Some(url.into()),
@@ -125,6 +155,12 @@ impl McpServerConfig {
     /// Keeps OAuth credentials in `dir` (see [`McpServerConfig::token_dir`]).
     pub fn token_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.token_dir = Some(dir.into());
+        self
+    }
+
+    /// Reaches the remote server over `transport`.
+    pub fn transport(mut self, transport: McpTransport) -> Self {
+        self.transport = transport;
         self
     }
 
@@ -176,6 +212,11 @@ impl McpServerConfig {
             name: name.to_owned(),
             command: decl.command.clone(),
             url: decl.url.clone(),
+            transport: decl
+                .transport
+                .as_deref()
+                .and_then(McpTransport::from_name)
+                .unwrap_or_default(),
             headers: decl.headers.clone(),
             token_env: decl.auth.as_ref().and_then(|a| a.token_env.clone()),
             oauth: decl.auth.as_ref().and_then(oauth_from_decl),

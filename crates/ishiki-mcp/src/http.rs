@@ -12,11 +12,14 @@
 //! Secrets: header values may name environment variables (`${NAME}`) and the bearer token is
 //! read from one; both are read at each connect and never appear in an error ([`redact`]).
 //!
+//! The older HTTP+SSE transport (`sse_transport.rs`) takes its client, headers and token
+//! from here too ([`http_client`], [`headers`], [`bearer`]) and keeps the same limits.
+//!
 //! The transport itself needs the `http` feature; the secret handling below serves every
 //! server's errors.
 
 #[cfg(feature = "http")]
-pub(crate) use remote::{http_client, transport_config};
+pub(crate) use remote::{MAX_ERROR_BYTES, bearer, headers, http_client, transport_config};
 
 use crate::config::McpServerConfig;
 
@@ -35,16 +38,15 @@ mod remote {
     use crate::transport::MAX_MESSAGE_BYTES;
 
     /// The most of an HTTP error body kept for a diagnostic.
-    const MAX_ERROR_BYTES: usize = 16 * 1024;
+    pub(crate) const MAX_ERROR_BYTES: usize = 16 * 1024;
     /// How many times a dropped SSE stream is resumed before its requests fail.
     const SSE_RETRIES: usize = 3;
 
-    /// The transport's settings for `url` as `config` says: its headers (environment variables
-    /// resolved) and bearer token. `Err` says what is missing, naming variables, never values.
-    pub(crate) fn transport_config(
+    /// The headers `config` names, their environment variables resolved and their values
+    /// marked sensitive. `Err` names a variable or header, never a value.
+    pub(crate) fn headers(
         config: &McpServerConfig,
-        url: &str,
-    ) -> Result<StreamableHttpClientTransportConfig, String> {
+    ) -> Result<HashMap<HeaderName, HeaderValue>, String> {
         let mut headers = HashMap::new();
         for (name, value) in &config.headers {
             let value = expand(value).map_err(|var| {
@@ -58,6 +60,30 @@ mod remote {
             value.set_sensitive(true);
             headers.insert(header, value);
         }
+        Ok(headers)
+    }
+
+    /// The bearer token `config` names (`token_env`), read now; `Err` names the variable.
+    pub(crate) fn bearer(config: &McpServerConfig) -> Result<Option<String>, String> {
+        let Some(var) = &config.token_env else {
+            return Ok(None);
+        };
+        std::env::var(var)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| Some(t.trim().to_owned()))
+            .ok_or_else(|| {
+                format!("the environment variable `{var}` (its bearer token) is not set")
+            })
+    }
+
+    /// The transport's settings for `url` as `config` says: its headers (environment variables
+    /// resolved) and bearer token. `Err` says what is missing, naming variables, never values.
+    pub(crate) fn transport_config(
+        config: &McpServerConfig,
+        url: &str,
+    ) -> Result<StreamableHttpClientTransportConfig, String> {
+        let headers = headers(config)?;
         let mut retry = ExponentialBackoff::default();
         retry.max_times = Some(SSE_RETRIES);
         retry.base_duration = Duration::from_millis(500);
@@ -71,14 +97,8 @@ mod remote {
             .session_recovery_timeout(config.timeout)
             .reinit_on_expired_session(true);
         transport_config.retry_config = Arc::new(retry);
-        if let Some(var) = &config.token_env {
-            let token = std::env::var(var)
-                .ok()
-                .filter(|t| !t.trim().is_empty())
-                .ok_or_else(|| {
-                    format!("the environment variable `{var}` (its bearer token) is not set")
-                })?;
-            transport_config = transport_config.auth_header(token.trim().to_owned());
+        if let Some(token) = bearer(config)? {
+            transport_config = transport_config.auth_header(token);
         }
         Ok(transport_config)
     }

@@ -5,7 +5,10 @@
 //! own bounded stdio transport), or, declared with `url`, is a remote server reached over
 //! Streamable HTTP (rmcp's client worker with Ishiki's limits: every reply and SSE event at
 //! most 16 MiB, no redirects, headers and a bearer token from the environment, redacted from
-//! every error; an unreachable server is tried again after a backoff). The client names itself
+//! every error; an unreachable server is tried again after a backoff) or the older HTTP+SSE
+//! transport of MCP `2024-11-05` ([`McpTransport`]: this crate's own client, the stream as
+//! bounded, its `endpoint` kept to the configured origin; chosen by `transport: sse`, or when
+//! the `initialize` POST is answered 400, 404 or 405 without a JSON-RPC error). The client names itself
 //! `ishiki` and speaks both revisions of MCP in use ([`McpProtocol`]): `2025-11-25` with the
 //! `initialize` handshake, and the stateless `2026-07-28` (`server/discover`, list changes on a
 //! `subscriptions/listen` stream) with a server that refuses it or is pinned to it. Its tools become [`ishiki_tool::Tool`]s named
@@ -15,7 +18,8 @@
 //! The crate needs the tool contract (`ishiki-tool`) and rmcp, not the runtime. Three features
 //! add what not every embedder needs:
 //!
-//! - `http`: remote servers (Streamable HTTP on reqwest and rustls, about 150 crates more).
+//! - `http`: remote servers (Streamable HTTP and HTTP+SSE on reqwest and rustls, about 150
+//!   crates more).
 //!   Without it a server with a `url` fails to connect, saying that the feature is off.
 //! - `oauth`: OAuth 2.1 for remote servers ([`OAuthConfig`] on rmcp's `auth`; implies
 //!   `http`): sign-in by a person through the embedder's [`Authorizer`] (authorization code
@@ -134,6 +138,10 @@ mod names;
 mod oauth;
 mod result;
 mod server;
+#[cfg(feature = "http")]
+mod sse;
+#[cfg(feature = "http")]
+mod sse_transport;
 mod stderr;
 mod tool;
 mod transport;
@@ -143,7 +151,7 @@ use std::sync::Arc;
 pub use auth::{
     Authorizer, ClientCredential, DEFAULT_APPROVAL_TIME, JwtAlgorithm, OAuthConfig, Secret,
 };
-pub use config::{DEFAULT_TIMEOUT, McpProtocol, McpServerConfig};
+pub use config::{DEFAULT_TIMEOUT, McpProtocol, McpServerConfig, McpTransport};
 pub use elicit::{AcceptDefaults, ElicitAnswer, ElicitRequest, Elicitor, apply_defaults};
 pub use error::{McpError, McpErrorKind};
 #[cfg(feature = "oauth")]

@@ -99,6 +99,9 @@ pub struct McpServer {
     sessions: AtomicU64,
     /// When the last listing stops being fresh (its `ttlMs`), if it said.
     stale_at: Mutex<Option<tokio::time::Instant>>,
+    /// The remote server was found to speak only HTTP+SSE: reconnects skip the probe.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    legacy_sse: std::sync::atomic::AtomicBool,
 }
 
 /// The backoff between attempts to reach a remote server that could not be reached.
@@ -227,6 +230,7 @@ impl McpServer {
             task_tools: Mutex::default(),
             sessions: AtomicU64::new(0),
             stale_at: Mutex::default(),
+            legacy_sse: Default::default(),
         });
         let tools = server.list_unique().await?;
         *lock(&server.tools) = tools;
@@ -510,6 +514,13 @@ impl McpServer {
                 let remote = self.config.url.is_some();
                 let refused = self.auth_failure().await;
                 let cause = match e {
+                    // The HTTP+SSE transport's POST answered other than 2xx: its status.
+                    #[cfg(feature = "http")]
+                    ServiceError::TransportSend(ref sent)
+                        if let Some(why) = crate::sse_transport::refused(sent) =>
+                    {
+                        why
+                    }
                     ServiceError::TransportClosed | ServiceError::TransportSend(_)
                         if let Some(why) = refused =>
                     {

@@ -137,7 +137,7 @@ async fn write_line(writer: &mut (impl AsyncWrite + Unpin), line: &[u8]) -> std:
 
 /// One line as a message: the message, an error for the request an undecodable reply
 /// answers, or `None` for a line to skip (blank, or not JSON-RPC at all, like rmcp does).
-fn decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+pub(crate) fn decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);

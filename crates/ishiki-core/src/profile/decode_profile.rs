@@ -38,6 +38,7 @@ const MCP_KEYS: &[&str] = &["servers"];
 const MCP_SERVER_KEYS: &[&str] = &[
     "command",
     "url",
+    "transport",
     "headers",
     "auth",
     "args",
@@ -334,7 +335,7 @@ impl Doc<'_> {
         };
         let remote = url.is_some();
         let local_only = ["args", "env", "cwd"];
-        let remote_only = ["headers", "auth"];
+        let remote_only = ["headers", "auth", "transport"];
         let misplaced = if remote {
             &local_only[..]
         } else {
@@ -403,6 +404,18 @@ impl Doc<'_> {
             }
         };
 
+        let transport = self.opt_string(entries, path, "transport")?;
+        if let Some(name) = &transport
+            && !matches!(name.as_str(), "streamable-http" | "sse")
+        {
+            let at = field(entries, "transport").map_or(key_at, |t| t.at);
+            return Err(self.error(
+                self.invalid(),
+                &path.key("transport"),
+                at,
+                format!("expected \"streamable-http\" or \"sse\" (how the server at `url` is reached), found `{name}`"),
+            ));
+        }
         let protocol = self.opt_string(entries, path, "protocol")?;
         if let Some(name) = &protocol
             && !matches!(name.as_str(), "2025-11-25" | "2026-07-28")
@@ -418,6 +431,7 @@ impl Doc<'_> {
         Ok(McpServerDecl {
             command,
             url,
+            transport,
             headers,
             auth,
             args,

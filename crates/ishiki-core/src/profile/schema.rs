@@ -161,6 +161,12 @@ pub struct McpServerDecl {
     /// instead of `command`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// `transport` (remote only, default: Streamable HTTP, and the older HTTP+SSE at the same
+    /// URL when the server answers the `initialize` POST with 400, 404 or 405):
+    /// `"streamable-http"` for Streamable HTTP only, `"sse"` for a server that speaks only
+    /// the older HTTP+SSE transport (MCP `2024-11-05`; `url` is then its SSE stream's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
     /// `headers` (remote only, default none): HTTP headers sent with every request; `${NAME}`
     /// in a value is replaced by the environment variable `NAME` when the server is connected,
     /// so secrets stay out of the profile.
@@ -257,6 +263,7 @@ impl McpServerDecl {
         Self {
             command: command.into(),
             url: None,
+            transport: None,
             headers: BTreeMap::new(),
             auth: None,
             args: Vec::new(),

@@ -338,6 +338,21 @@ fn pro1_a_remote_mcp_server_is_declared_by_url_with_headers_and_auth() {
 }
 
 #[test]
+fn pro1_a_remote_mcp_server_may_name_the_older_sse_transport() {
+    let p = profile(
+        "mcp:\n  servers:\n    legacy:\n      url: https://example.com/sse\n      transport: sse\n",
+    );
+    assert_eq!(p.mcp.servers["legacy"].transport.as_deref(), Some("sse"));
+    let value = serde_json::to_value(&p).unwrap();
+    assert_eq!(value["mcp"]["servers"]["legacy"]["transport"], "sse");
+    assert_eq!(Profile::from_value(&value).unwrap(), p);
+    // Left out, it is not written.
+    let plain = profile("mcp:\n  servers:\n    remote: { url: https://example.com/mcp }\n");
+    let value = serde_json::to_value(&plain).unwrap();
+    assert!(value["mcp"]["servers"]["remote"].get("transport").is_none());
+}
+
+#[test]
 fn pro1_a_remote_mcp_server_may_sign_in_with_oauth_or_client_credentials() {
     let p = profile(
         "mcp:\n  servers:\n    linear:\n      url: https://mcp.example.com/mcp\n      \
@@ -576,6 +591,16 @@ fn pro7_every_assembly_error_message() {
         (
             "mcp url that is not http",
             Input::ProfileYaml("mcp:\n  servers:\n    fs: { url: \"ftp://host/mcp\" }\n"),
+        ),
+        (
+            "mcp transport unknown",
+            Input::ProfileYaml(
+                "mcp:\n  servers:\n    fs: { url: \"https://h/sse\", transport: websocket }\n",
+            ),
+        ),
+        (
+            "mcp transport on a command server",
+            Input::ProfileYaml("mcp:\n  servers:\n    fs: { command: npx, transport: sse }\n"),
         ),
         (
             "mcp headers on a command server",

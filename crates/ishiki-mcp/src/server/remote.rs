@@ -1,10 +1,10 @@
-//! Connecting a remote server (Streamable HTTP, with OAuth when it is configured for it), and
-//! what its errors may say.
+//! Connecting a remote server (Streamable HTTP, with OAuth when it is configured for it, or
+//! the older HTTP+SSE), and what its errors may say.
 
 #[cfg(feature = "http")]
 use std::sync::Arc;
 #[cfg(feature = "http")]
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU16, Ordering};
 
 #[cfg(feature = "http")]
 use super::millis;
@@ -36,20 +36,61 @@ impl McpServer {
     /// A session with the remote server at `url`: rmcp's Streamable HTTP client on a reqwest
     /// client with a connect deadline, every reply bounded (see [`crate::http`]), OAuth when
     /// the server is configured for it.
+    ///
+    /// A server configured for the older HTTP+SSE transport is reached over it; with
+    /// [`crate::McpTransport::Auto`], so is one whose `initialize` POST is answered 400, 404
+    /// or 405 without a JSON-RPC error (the spec's backwards compatibility).
     #[cfg(feature = "http")]
     pub(super) async fn connect_http(&self, url: &str) -> Result<Connection, McpError> {
+        use crate::config::McpTransport;
         // As for a child: a server that refuses `initialize` may be asked `server/discover`
         // on a new connection.
-        self.in_revision(|mode| self.connect_http_once(url, mode))
-            .await
+        if self.config.transport == McpTransport::Sse {
+            return self
+                .in_revision(|mode| self.connect_sse_once(url, mode))
+                .await;
+        }
+        // A server found by the fallback before is reconnected over SSE at once; when that
+        // fails, the next attempt probes again (it may speak Streamable HTTP by now).
+        if self.legacy_sse.load(Ordering::Relaxed) {
+            let result = self
+                .in_revision(|mode| self.connect_sse_once(url, mode))
+                .await;
+            if result.is_err() {
+                self.legacy_sse.store(false, Ordering::Relaxed);
+            }
+            return result;
+        }
+        let legacy = AtomicU16::new(0);
+        let result = self
+            .in_revision(|mode| self.connect_http_once(url, mode, &legacy))
+            .await;
+        let status = legacy.load(Ordering::Relaxed);
+        match result {
+            Err(_) if status != 0 && self.config.transport == McpTransport::Auto => self
+                .in_revision(|mode| self.connect_sse_once(url, mode))
+                .await
+                .inspect(|_| self.legacy_sse.store(true, Ordering::Relaxed))
+                .map_err(|e| {
+                    let message = format!(
+                        "{} (tried over HTTP+SSE after the `initialize` POST was answered \
+                         HTTP {status})",
+                        e.message()
+                    );
+                    McpError::new(e.kind(), self.name(), message)
+                }),
+            other => other,
+        }
     }
 
-    /// One connection in `mode`; the error says whether the server refused `initialize`.
+    /// One connection in `mode`; the error says whether the server refused `initialize`, and
+    /// `legacy` receives the status of an answer that means the older transport.
     #[cfg(feature = "http")]
     async fn connect_http_once(
         &self,
         url: &str,
         mode: rmcp::ClientLifecycleMode,
+        legacy: &AtomicU16,
     ) -> Result<Connection, (McpError, bool)> {
         use rmcp::ClientServiceExt;
         use rmcp::transport::StreamableHttpClientTransport;
@@ -110,6 +151,9 @@ impl McpServer {
                 refused = crate::client::refused_initialize(&e);
                 let text = e.to_string();
                 let plain = http::plain(&text);
+                if let Some(status) = crate::sse_transport::legacy_status(plain) {
+                    legacy.store(status, Ordering::Relaxed);
+                }
                 let hint = if plain.contains("Auth required")
                     && config.oauth.is_none()
                     && config.token_env.is_none()
@@ -135,6 +179,80 @@ impl McpServer {
             name,
             format!("mcp server `{name}` at {shown} could not be reached: {cause}"),
         );
+        Err((error, refused))
+    }
+
+    /// One connection over the older HTTP+SSE transport (`sse_transport.rs`) in `mode`; the
+    /// error says whether the server refused `initialize`. OAuth is not offered over it.
+    #[cfg(feature = "http")]
+    async fn connect_sse_once(
+        &self,
+        url: &str,
+        mode: rmcp::ClientLifecycleMode,
+    ) -> Result<Connection, (McpError, bool)> {
+        use rmcp::ClientServiceExt;
+
+        let modern = matches!(mode, rmcp::ClientLifecycleMode::Discover { .. });
+        let name = self.name();
+        let config = &self.config;
+        let shown = http::shown_url(url);
+        let failed = |verb: &str, why: String| {
+            let why = http::redact(&why, config);
+            let error = McpError::new(
+                McpErrorKind::Start,
+                name,
+                format!("mcp server `{name}` at {shown} {verb} (HTTP+SSE): {why}"),
+            );
+            (error, false)
+        };
+        if config.oauth.is_some() {
+            return Err(failed(
+                "cannot be connected",
+                "it is configured for OAuth, which Ishiki does not offer over the older \
+                 HTTP+SSE transport (give it a token with `auth: { tokenEnv: … }` or a header)"
+                    .to_owned(),
+            ));
+        }
+        let client = http::http_client(config).map_err(|why| failed("cannot be connected", why))?;
+        self.starts.fetch_add(1, Ordering::Relaxed);
+        let broken = Broken::default();
+        let transport = crate::sse_transport::connect(client, config, url, broken.clone())
+            .await
+            .map_err(|why| failed("could not be reached", why))?;
+        let handler = Client {
+            changes: self.changes.clone(),
+            server: self.config.name.clone(),
+            elicitor: self.elicitor.clone(),
+        };
+        let started = self
+            .bounded(handler.serve_with_lifecycle(transport, mode))
+            .await;
+        let broke = || broken.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (cause, refused) = match started {
+            Ok(Ok(service)) => {
+                self.on_started(&service, modern);
+                let (_, done) = tokio::sync::watch::channel(true);
+                return Ok(Connection {
+                    service,
+                    stderr: Arc::default(),
+                    stderr_done: done,
+                    broken,
+                });
+            }
+            Ok(Err(e)) => {
+                let text = e.to_string();
+                let cause = match broke() {
+                    Some(reason) => format!("it {reason}"),
+                    None => format!("the initialize handshake failed: {}", http::plain(&text)),
+                };
+                (cause, crate::client::refused_initialize(&e))
+            }
+            Err(_) => (
+                format!("no answer to initialize within {}", millis(config.timeout)),
+                false,
+            ),
+        };
+        let (error, _) = failed("could not be reached", cause);
         Err((error, refused))
     }
 

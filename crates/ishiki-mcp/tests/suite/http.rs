@@ -14,9 +14,9 @@ use serde_json::json;
 use super::{everything_entry, node, runtime, step, with_snapshots};
 
 /// A server process killed when the test ends, however it ends.
-struct Served {
-    child: Child,
-    port: u16,
+pub(super) struct Served {
+    pub(super) child: Child,
+    pub(super) port: u16,
 }
 
 impl Drop for Served {
@@ -59,7 +59,7 @@ fn fake_http(port: u16, token: Option<&str>) -> Served {
 }
 
 /// A port nothing listens on now (the OS gave it and it was released).
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
     listener.local_addr().expect("has an address").port()
 }

@@ -10,6 +10,8 @@ mod list_changed;
 mod modern;
 mod oauth;
 mod real_servers;
+mod sse;
+mod sse_hostile;
 mod tasks;
 
 use std::path::{Path, PathBuf};
