@@ -29,6 +29,16 @@ pub(crate) struct Store {
     bound: Arc<Mutex<Bound>>,
     /// In memory: the issuer of the credentials held.
     saved: Arc<Mutex<Option<String>>>,
+    /// The client this store's sign-in registered (RFC 7591) and the secret the authorization
+    /// server gave it, if any: kept with the credentials, since refreshing them needs it.
+    registered: Arc<Mutex<Option<Registered>>>,
+}
+
+/// A dynamically registered client and its secret.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Registered {
+    pub(crate) client_id: String,
+    pub(crate) secret: String,
 }
 
 #[derive(Clone)]
@@ -53,6 +63,9 @@ struct FileBody {
     #[serde(default)]
     issuer: Option<String>,
     credentials: StoredCredentials,
+    /// The secret of the registered client the credentials were granted to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    registered: Option<Registered>,
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> AuthError {
@@ -88,7 +101,23 @@ impl Store {
             kind,
             bound: Arc::new(Mutex::new(Bound::Unset)),
             saved: Arc::default(),
+            registered: Arc::default(),
         }
+    }
+
+    /// Records the client a sign-in just registered and its secret, to be saved with the
+    /// credentials granted to it.
+    pub(crate) fn registered(&self, client: Registered) {
+        *lock(&self.registered) = Some(client);
+    }
+
+    /// The secret of `client_id` if this store's sign-in registered it (now, or before a
+    /// restart, as the file says).
+    pub(crate) fn registered_secret(&self, client_id: &str) -> Option<String> {
+        let held = lock(&self.registered)
+            .clone()
+            .or_else(|| self.read()?.registered);
+        held.filter(|r| r.client_id == client_id).map(|r| r.secret)
     }
 
     /// Records the issuer discovery just named. From now on only credentials it issued are
@@ -170,10 +199,17 @@ impl CredentialStore for Store {
                 store.save(credentials).await
             }
             Kind::File { path, url } => {
+                // The registered client's secret, when these credentials are that client's:
+                // the one registered now, else the one the file kept for it.
+                let registered = lock(&self.registered)
+                    .clone()
+                    .or_else(|| self.read()?.registered)
+                    .filter(|r| r.client_id == credentials.client_id);
                 let body = FileBody {
                     url: url.clone(),
                     issuer,
                     credentials,
+                    registered,
                 };
                 let text = serde_json::to_vec(&body)
                     .map_err(|e| AuthError::InternalError(format!("cannot encode tokens: {e}")))?;
@@ -306,5 +342,48 @@ mod tests {
         store.clear().await.unwrap();
         assert!(!file.exists());
         store.clear().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_registered_clients_secret_is_kept_with_its_credentials_and_for_that_client_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens");
+        let url = "https://a.example/mcp";
+        let store = Store::new(Some(&tokens), "s", url);
+        store.registered(Registered {
+            client_id: "client".into(),
+            secret: "dcr-secret".into(),
+        });
+        store.save(credentials("tok")).await.unwrap();
+        // A restart reads it back for that client, and for no other.
+        let reopened = Store::new(Some(&tokens), "s", url);
+        assert_eq!(
+            reopened.registered_secret("client").as_deref(),
+            Some("dcr-secret")
+        );
+        assert_eq!(reopened.registered_secret("another"), None);
+        // Refreshed credentials saved after the restart keep it.
+        reopened.save(credentials("tok-2")).await.unwrap();
+        let again = Store::new(Some(&tokens), "s", url);
+        assert_eq!(
+            again.registered_secret("client").as_deref(),
+            Some("dcr-secret")
+        );
+        // Credentials of another client (pre-registered now) do not carry it on.
+        let mut other = credentials("tok-3");
+        other.client_id = "configured".into();
+        again.save(other).await.unwrap();
+        let last = Store::new(Some(&tokens), "s", url);
+        assert_eq!(last.registered_secret("client"), None);
+        // In memory it lives as long as the store.
+        let memory = Store::new(None, "s", url);
+        memory.registered(Registered {
+            client_id: "client".into(),
+            secret: "dcr-secret".into(),
+        });
+        assert_eq!(
+            memory.registered_secret("client").as_deref(),
+            Some("dcr-secret")
+        );
     }
 }
