@@ -4,10 +4,12 @@
 //! that serves many conversations over the same tools (one profile, the same MCP servers)
 //! would compile each schema once per conversation; here the first runtime to need a schema
 //! compiles it and the others take the same validator while any runtime holds it. The cache
-//! holds validators weakly, keyed by the schema's JSON text: a schema nobody uses any more is
-//! freed with its last runtime, and dead entries are pruned as the table grows (it never
-//! holds more than twice the live schemas, plus a floor), so a server that lists new schemas
-//! without end grows it no faster than the runtimes that hold them.
+//! holds validators weakly, keyed by the SHA-256 of the schema's JSON text (64 bytes however
+//! large the schema; handing one tool another's validator would take a SHA-256 collision): a
+//! schema nobody uses any more is freed with its last runtime, and dead entries are pruned as
+//! the table grows (it never holds more than twice the live schemas, plus a floor), so a
+//! server that lists new schemas without end grows it no faster than the runtimes that hold
+//! them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
@@ -37,7 +39,7 @@ fn table() -> &'static Mutex<Table> {
 /// compiled now (outside the lock, so a slow schema holds up no other runtime). `Err` is the
 /// compiler's message; a schema that does not compile is not remembered.
 pub(crate) fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
-    let key = schema.to_string();
+    let key = crate::runtime::sha256_hex(schema.to_string().as_bytes());
     let lock = || table().lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(shared) = lock().by_schema.get(&key).and_then(Weak::upgrade) {
         return Ok(shared);
@@ -94,7 +96,7 @@ mod tests {
                 .lock()
                 .unwrap()
                 .by_schema
-                .contains_key(&bad.to_string())
+                .contains_key(&crate::runtime::sha256_hex(bad.to_string().as_bytes()))
         );
     }
 

@@ -24,6 +24,10 @@ use crate::elicit::{ElicitAnswer, ElicitRequest, Elicitor, apply_defaults};
 pub(crate) struct ListChanges {
     pub(crate) pending: AtomicBool,
     pub(crate) notify: tokio::sync::Notify,
+    /// The `subscriptions/listen` stream of a `2026-07-28` session is known not to be open
+    /// (it ended, failed, or the server does not know the method): nothing would announce a
+    /// change, so a listing's `ttlMs` of 0 counts again (`listing::freshness`).
+    pub(crate) unheard: AtomicBool,
 }
 
 impl ListChanges {
@@ -185,6 +189,7 @@ pub(crate) fn follow_list_changes(peer: rmcp::Peer<RoleClient>, changes: Arc<Lis
         while !peer.is_transport_closed() {
             match peer.listen(filter.clone()).await {
                 Ok(mut subscription) => {
+                    changes.unheard.store(false, Ordering::SeqCst);
                     if reopened {
                         changes.mark();
                     }
@@ -197,6 +202,7 @@ pub(crate) fn follow_list_changes(peer: rmcp::Peer<RoleClient>, changes: Arc<Lis
                             changes.mark();
                         }
                     }
+                    changes.unheard.store(true, Ordering::SeqCst);
                     if opened.elapsed() >= LISTEN_RETRY_MAX {
                         wait = LISTEN_RETRY_FIRST;
                     }
@@ -204,9 +210,10 @@ pub(crate) fn follow_list_changes(peer: rmcp::Peer<RoleClient>, changes: Arc<Lis
                 Err(rmcp::service::ServiceError::McpError(e))
                     if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
                 {
+                    changes.unheard.store(true, Ordering::SeqCst);
                     return;
                 }
-                Err(_) => {}
+                Err(_) => changes.unheard.store(true, Ordering::SeqCst),
             }
             if peer.is_transport_closed() {
                 return;

@@ -355,12 +355,14 @@ impl McpServer {
         let connection = self.connection().await?;
         let outcome = self.bounded(list_pages(connection.service.peer())).await;
         let (tools, ttl) = self.finish(&connection, "tools/list", outcome).await?;
+        // Declared, and not known to have nowhere to announce it (a listen stream down).
         let announces = connection
             .service
             .peer()
             .peer_info()
             .and_then(|info| info.capabilities.tools.as_ref()?.list_changed)
-            == Some(true);
+            == Some(true)
+            && !self.changes.unheard.load(Ordering::SeqCst);
         let fresh = freshness(ttl, announces);
         *lock(&self.stale_at) = stale_at(tokio::time::Instant::now(), fresh);
         Ok(tools)

@@ -3,9 +3,9 @@
 //!
 //! Bytes go in as they arrive, cut anywhere; whole events come out. Lines end with CRLF, LF or
 //! CR (a CR at the end of one chunk and an LF at the start of the next are one line end); a
-//! UTF-8 BOM at the start of the stream is skipped; `:` starts a comment; `event`, `data` and
-//! `id` are the fields read (one space after the colon is dropped); `retry` and any other
-//! field are ignored (Ishiki reconnects on its own schedule). An event is dispatched at an
+//! UTF-8 BOM at the start of the stream is skipped; `:` starts a comment; `event` and `data` are
+//! the fields read (one space after the colon is dropped); `id`, `retry` and any other field
+//! are ignored (no resumption; Ishiki reconnects on its own schedule). An event is dispatched at an
 //! empty line when it has data; what is left at the end of the stream is discarded, as the
 //! format says.
 //!
@@ -20,8 +20,6 @@ pub(crate) struct Event {
     pub(crate) event: String,
     /// Its `data` lines joined with `\n`.
     pub(crate) data: String,
-    /// The last event ID seen on the stream (it carries over to later events), if any.
-    pub(crate) id: Option<String>,
 }
 
 /// What went past the limit.
@@ -47,7 +45,6 @@ pub(crate) struct Parser {
     data: String,
     /// Whether a `data` field was seen in this event.
     has_data: bool,
-    id: Option<String>,
 }
 
 impl Parser {
@@ -61,7 +58,6 @@ impl Parser {
             event: String::new(),
             data: String::new(),
             has_data: false,
-            id: None,
         }
     }
 
@@ -144,8 +140,9 @@ impl Parser {
                 self.has_data = true;
                 self.data.push_str(&value);
             }
-            b"id" if !value.contains('\0') => self.id = Some(value.into_owned()),
-            // `retry` is read and ignored: Ishiki reconnects on its own schedule.
+            // `id` and `retry` are read and ignored: the transport does not resume a stream
+            // (the 2024-11-05 revision has no resumption) and reconnects on its own schedule.
+            // Not kept, so an `id` cannot be carried into every later event.
             _ => {}
         }
         Ok(())
@@ -164,7 +161,6 @@ impl Parser {
                 event
             },
             data,
-            id: self.id.clone(),
         });
     }
 }
@@ -184,11 +180,10 @@ mod tests {
         Ok(out)
     }
 
-    fn event(kind: &str, data: &str, id: Option<&str>) -> Event {
+    fn event(kind: &str, data: &str) -> Event {
         Event {
             event: kind.to_owned(),
             data: data.to_owned(),
-            id: id.map(str::to_owned),
         }
     }
 
@@ -200,10 +195,10 @@ mod tests {
         assert_eq!(
             events(&[stream], 1024),
             Ok(vec![
-                event("endpoint", "/message?s=1", None),
-                event("message", "{\"a\":\n1}", Some("7")),
-                event("x", "", Some("7")),
-                event("message", "y", Some("7")),
+                event("endpoint", "/message?s=1"),
+                event("message", "{\"a\":\n1}"),
+                event("x", ""),
+                event("message", "y"),
             ])
         );
     }
@@ -221,7 +216,7 @@ mod tests {
      {
         assert_eq!(
             events(&[b"data: a\r", b"", b"\ndata: b\r", b"\r"], 1024),
-            Ok(vec![event("message", "a\nb", None)])
+            Ok(vec![event("message", "a\nb")])
         );
     }
 
@@ -232,6 +227,19 @@ mod tests {
         assert_eq!(parser.feed(b"data: 0123456789", &mut out), Ok(()));
         assert_eq!(parser.feed(b"abc", &mut out), Err(TooLong::Line));
         assert!(parser.line.capacity() <= 16);
+    }
+
+    #[test]
+    fn an_id_at_the_line_limit_is_not_carried_into_the_events_after_it() {
+        // One id as long as a line may be, then a chunk of empty events: what comes out is
+        // the events' own few bytes, not the id once per event.
+        let max = 64 * 1024;
+        let mut stream = format!("id: {}\n", "i".repeat(max - 8)).into_bytes();
+        stream.extend(b"data:\n\n".repeat(1000));
+        let out = events(&[&stream], max).expect("within the limit");
+        assert_eq!(out.len(), 1000);
+        let held: usize = out.iter().map(|e| e.event.len() + e.data.len()).sum();
+        assert_eq!(held, 1000 * "message".len());
     }
 
     #[test]
@@ -285,7 +293,6 @@ mod tests {
             for (k, (got, (first, second, _))) in whole.iter().zip(&payloads).enumerate() {
                 prop_assert_eq!(&got.data, &format!("{first}\n{second}"));
                 prop_assert_eq!(&got.event, &format!("e{k}"));
-                prop_assert_eq!(got.id.clone(), Some(k.to_string()));
             }
             let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
             cuts.sort_unstable();

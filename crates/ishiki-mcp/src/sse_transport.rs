@@ -27,8 +27,10 @@ use crate::http;
 use crate::sse::{Event, Parser, TooLong};
 use crate::transport::{Broken, MAX_MESSAGE_BYTES, decode};
 
-/// How many of the server's messages wait for the client before the stream is read on.
-const QUEUE: usize = 32;
+/// How many of the server's messages wait for the client before the stream is read on: one
+/// or two, like the stdio transport, so a stalled client holds at most a couple of messages
+/// of up to `MAX_MESSAGE_BYTES` each, not dozens.
+const QUEUE: usize = 2;
 /// The most of an error body an error shows.
 const SHOWN_BODY_CHARS: usize = 500;
 
@@ -108,17 +110,17 @@ impl Poster {
         if status.is_success() {
             return Ok(());
         }
-        let body = error_body(response).await;
-        Err(SseError::Refused(http::redact(
-            &format!("answered the POST of a message with HTTP {status}{body}"),
-            &self.config,
+        let body = error_body(response, &self.config).await;
+        Err(SseError::Refused(format!(
+            "answered the POST of a message with HTTP {status}{body}"
         )))
     }
 }
 
-/// ` (body: …)` with at most `MAX_ERROR_BYTES` of `response`'s body read and
+/// ` (body: …)` with at most `MAX_ERROR_BYTES` of `response`'s body read, `config`'s secrets
+/// redacted from all of it (before it is cut, so no secret is left half-shown) and
 /// [`SHOWN_BODY_CHARS`] shown, or nothing for an empty body.
-async fn error_body(mut response: reqwest::Response) -> String {
+async fn error_body(mut response: reqwest::Response, config: &McpServerConfig) -> String {
     let mut body = Vec::new();
     while body.len() < http::MAX_ERROR_BYTES {
         match response.chunk().await {
@@ -127,7 +129,7 @@ async fn error_body(mut response: reqwest::Response) -> String {
         }
     }
     body.truncate(http::MAX_ERROR_BYTES);
-    let text = String::from_utf8_lossy(&body);
+    let text = http::redact(&String::from_utf8_lossy(&body), config);
     let text = text.trim();
     if text.is_empty() {
         return String::new();
@@ -257,10 +259,9 @@ async fn open(
         .map_err(|e| format!("its SSE stream cannot be opened ({})", e.without_url()))?;
     let status = response.status();
     if !status.is_success() {
-        let body = error_body(response).await;
-        return Err(http::redact(
-            &format!("it answered the GET of its SSE stream with HTTP {status}{body}"),
-            &poster.config,
+        let body = error_body(response, &poster.config).await;
+        return Err(format!(
+            "it answered the GET of its SSE stream with HTTP {status}{body}"
         ));
     }
     let content_type = response

@@ -41,8 +41,9 @@ impl Authorizer for HeadlessAuthorizer {
     }
 
     async fn authorize(&self, _server: &str, url: &str) -> Result<String, String> {
-        // The page is the one the server's metadata named: a name written as public must
-        // resolve to a public address (one written as local is the test server it is for).
+        // The page passed `endpoint_allowed` for the server (`Session::approve`): a host
+        // written as local is so only for a server that is local too, and a name written as
+        // public must resolve to a public address.
         let client = super::endpoints::client_for(url).map_err(|e| e.to_string())?;
         let response = client
             .get(url)

@@ -101,30 +101,63 @@ fn host_local(host: Option<url::Host<&str>>) -> Option<bool> {
     })
 }
 
-/// Whether an address is on this machine or its private network: loopback, private,
-/// link-local (cloud instance metadata among them), unspecified, shared (100.64.0.0/10) or
-/// unique-local, IPv4 also as mapped into IPv6.
+/// Whether an address is not a public one: on this machine or its private network
+/// (loopback, private, link-local with cloud instance metadata, shared 100.64.0.0/10,
+/// unique-local and the old site-local), or not meant to be connected to at all (this
+/// network 0.0.0.0/8, benchmarking 198.18.0.0/15, multicast, broadcast, reserved). An IPv6
+/// address that carries an IPv4 one (mapped, compatible, NAT64 64:ff9b::/96, 6to4
+/// 2002::/16) is judged by the IPv4 address; Teredo (2001::/32) and local-use NAT64
+/// (64:ff9b:1::/48), whose far end cannot be judged, count as not public.
 fn address_local(ip: IpAddr) -> bool {
-    fn v4_local(ip: Ipv4Addr) -> bool {
-        let [a, b, ..] = ip.octets();
-        ip.is_loopback()
-            || ip.is_private()
-            || ip.is_link_local()
-            || ip.is_unspecified()
-            // 100.64.0.0/10, shared address space behind carrier NAT and many cloud networks.
-            || (a == 100 && (64..128).contains(&b))
+    let ip = match ip {
+        IpAddr::V4(ip) => return v4_local(ip),
+        IpAddr::V6(ip) => ip,
+    };
+    let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| {
+        let [a, b] = hi.to_be_bytes();
+        let [c, d] = lo.to_be_bytes();
+        Ipv4Addr::new(a, b, c, d)
+    };
+    // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible; `::` and `::1` are themselves).
+    if s[..5] == [0; 5] && (s[5] == 0xffff || (s[5] == 0 && (s[6] != 0 || s[7] > 1))) {
+        return v4_local(v4(s[6], s[7]));
     }
-    match ip {
-        IpAddr::V4(ip) => v4_local(ip),
-        IpAddr::V6(ip) => {
-            let first = ip.segments()[0];
-            ip.to_ipv4_mapped().is_some_and(v4_local)
-                || ip.is_loopback()
-                || ip.is_unspecified()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-        }
+    // 64:ff9b::a.b.c.d, the well-known NAT64 prefix.
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return v4_local(v4(s[6], s[7]));
     }
+    // 2002:AABB:CCDD::/48, 6to4: the IPv4 address is in the prefix.
+    if s[0] == 0x2002 {
+        return v4_local(v4(s[1], s[2]));
+    }
+    ip.is_loopback()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        // Unique-local fc00::/7, link-local fe80::/10, the deprecated site-local fec0::/10.
+        || (s[0] & 0xfe00) == 0xfc00
+        || (s[0] & 0xffc0) == 0xfe80
+        || (s[0] & 0xffc0) == 0xfec0
+        // Teredo 2001::/32 and local-use NAT64 64:ff9b:1::/48.
+        || (s[0] == 0x2001 && s[1] == 0)
+        || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
+}
+
+/// [`address_local`] for IPv4.
+fn v4_local(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        // 0.0.0.0/8 (this network), 240.0.0.0/4 (reserved).
+        || a == 0
+        || a >= 240
+        // 100.64.0.0/10, shared address space behind carrier NAT and many cloud networks.
+        || (a == 100 && (64..128).contains(&b))
+        // 198.18.0.0/15, benchmarking.
+        || (a == 198 && (b & 0xfe) == 18)
 }
 
 /// The HTTP client of the requests made here for the MCP server at `server`: 30 s each, no
@@ -378,16 +411,42 @@ mod tests {
         );
     }
 
+    #[test]
+    fn public_addresses_stay_public_in_every_form() {
+        for ip in [
+            "93.184.216.34",
+            "2606:2800:220:1:248:1893:25c8:1946",
+            "::ffff:93.184.216.34",
+            "64:ff9b::5db8:d822",
+            "2002:5db8:d822::1",
+        ] {
+            assert!(!address_local(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
     #[tokio::test]
     async fn every_private_kind_of_address_is_filtered_out_of_a_resolution() {
         for ip in [
             "10.1.2.3",
             "169.254.169.254",
             "100.100.100.200",
-            "::1",
-            "fd00::1",
-            "::ffff:127.0.0.1",
             "0.0.0.0",
+            "0.1.2.3",
+            "198.18.0.1",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fd00::1",
+            "fe80::1",
+            "fec0::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::10.0.0.5",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a00:5",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378::1",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
             let resolver = GuardedResolver {

@@ -542,6 +542,16 @@ impl Session {
 
     /// The authorizer's answer to `url`, within its approval time.
     async fn approve(&self, authorizer: &dyn Authorizer, url: &str) -> Result<String, AuthError> {
+        // The page is named by the server's metadata: held to the same rule as the endpoints
+        // this client calls (an authorizer that fetches it itself must not be aimed at this
+        // machine or a private network the server is not on, nor over cleartext).
+        if !endpoint_allowed(&self.url, url) {
+            return Err(failed(format!(
+                "the authorization server's authorization page {} is not one this client opens \
+                 (not https, or on a private network the MCP server is not on)",
+                crate::http::shown_url(url)
+            )));
+        }
         struct Approving<'a>(&'a std::sync::Mutex<Option<tokio::time::Instant>>);
         impl Drop for Approving<'_> {
             fn drop(&mut self) {
@@ -740,5 +750,64 @@ mod tests {
             "{shown}"
         );
         assert_eq!(config.secret_values(), ["hunter22"]);
+    }
+
+    /// Counts the pages it was asked to have approved.
+    #[derive(Debug, Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl Authorizer for Counting {
+        fn redirect_uri(&self) -> String {
+            "http://127.0.0.1:1/callback".into()
+        }
+
+        fn approval_time(&self) -> std::time::Duration {
+            std::time::Duration::from_secs(1)
+        }
+
+        async fn authorize(&self, _server: &str, _url: &str) -> Result<String, String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err("not approved".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn an_authorization_page_on_a_network_the_server_is_not_on_is_never_opened() {
+        let config = OAuthConfig::AuthorizationCode {
+            client_id: None,
+            client_secret: None,
+            client_metadata_url: None,
+            scopes: Vec::new(),
+        };
+        let authorizer = Arc::new(Counting::default());
+        let session = Session::new(
+            "s",
+            "https://mcp.example.com/mcp",
+            config,
+            Some(authorizer.clone()),
+            None,
+        )
+        .await
+        .unwrap();
+        for page in [
+            "http://169.254.169.254/latest/meta-data/?state=x",
+            "https://10.0.0.5/admin",
+            "http://as.example.com/authorize",
+        ] {
+            let error = session.approve(&*authorizer, page).await.unwrap_err();
+            assert!(
+                error.to_string().contains("is not one this client opens"),
+                "{error}"
+            );
+        }
+        assert_eq!(authorizer.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // A public https page goes to the authorizer.
+        let error = session
+            .approve(&*authorizer, "https://as.example.com/authorize")
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("not approved"), "{error}");
+        assert_eq!(authorizer.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }

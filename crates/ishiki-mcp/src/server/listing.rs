@@ -61,7 +61,8 @@ pub(super) async fn list_pages(
 
 /// How long a listing stays fresh, from the shortest `ttlMs` of its pages (`ttl`) and whether
 /// the server announces its list changes (`tools.listChanged`, which a `2026-07-28` server
-/// sends on the listen stream the client holds open). A positive hint is followed as it is. A
+/// sends on the listen stream the client holds open; `announces` is false while that stream
+/// is known to be down). A positive hint is followed as it is. A
 /// `ttlMs` of 0 (the SDKs' default, "immediately stale": the client MAY list again each time
 /// it needs the list) is followed only when nothing else would tell of a change; from a
 /// server that announces changes, the announcement is when the list is needed again, so a

@@ -59,14 +59,25 @@ pub struct Embedder {
     pub(crate) fingerprint: String,
     /// The vectors of tool texts this model embedded in this process, so that every catalog
     /// sharing the model (the runtimes of one process: one per conversation) embeds a text
-    /// once, not once per conversation. At most [`MAX_REMEMBERED`] texts.
-    remembered: std::sync::Mutex<HashMap<String, Vec<f32>>>,
+    /// once, not once per conversation. At most [`MAX_REMEMBERED`] texts of
+    /// [`MAX_REMEMBERED_TEXT_BYTES`] together.
+    remembered: std::sync::Mutex<Remembered>,
+}
+
+/// The vectors an [`Embedder`] remembers, and the bytes of their texts.
+#[derive(Default)]
+struct Remembered {
+    vectors: HashMap<String, Vec<f32>>,
+    text_bytes: usize,
 }
 
 /// The most tool texts an [`Embedder`] remembers the vectors of (1.5 KB each for MiniLM-L6:
 /// about 15 MB), beyond which new ones are embedded as before but not kept, so a process fed
 /// endless new tools does not grow without bound.
 pub(crate) const MAX_REMEMBERED: usize = 10_000;
+/// The most bytes of text the remembered vectors are keyed by (a server may describe its
+/// tools at length): past it, as past [`MAX_REMEMBERED`], nothing more is kept.
+pub(crate) const MAX_REMEMBERED_TEXT_BYTES: usize = 8 * 1024 * 1024;
 
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -243,19 +254,25 @@ impl Embedder {
         self.remembered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .vectors
             .get(text)
             .cloned()
     }
 
     /// Keeps the vector of `text` for the other catalogs of this process, unless
-    /// [`MAX_REMEMBERED`] texts are kept already.
+    /// [`MAX_REMEMBERED`] texts or [`MAX_REMEMBERED_TEXT_BYTES`] are kept already.
     pub(crate) fn remember(&self, text: &str, vector: &[f32]) {
         let mut remembered = self
             .remembered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if remembered.len() < MAX_REMEMBERED && !remembered.contains_key(text) {
-            remembered.insert(text.to_owned(), vector.to_vec());
+        let bytes = remembered.text_bytes.saturating_add(text.len());
+        if remembered.vectors.len() < MAX_REMEMBERED
+            && bytes <= MAX_REMEMBERED_TEXT_BYTES
+            && !remembered.vectors.contains_key(text)
+        {
+            remembered.vectors.insert(text.to_owned(), vector.to_vec());
+            remembered.text_bytes = bytes;
         }
     }
 
