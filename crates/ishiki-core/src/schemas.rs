@@ -4,7 +4,7 @@
 //! that serves many conversations over the same tools (one profile, the same MCP servers)
 //! would compile each schema once per conversation; here the first runtime to need a schema
 //! compiles it and the others take the same validator while any runtime holds it. The cache
-//! holds validators weakly, keyed by the SHA-256 of the schema's JSON text (64 bytes however
+//! holds validators weakly, keyed by the SHA-256 of the schema's JSON text (32 bytes however
 //! large the schema; handing one tool another's validator would take a SHA-256 collision): a
 //! schema nobody uses any more is freed with its last runtime, and dead entries are pruned as
 //! the table grows (it never holds more than twice the live schemas, plus a floor), so a
@@ -20,7 +20,7 @@ use serde_json::Value;
 const PRUNE_FLOOR: usize = 256;
 
 struct Table {
-    by_schema: HashMap<String, Weak<jsonschema::Validator>>,
+    by_schema: HashMap<[u8; 32], Weak<jsonschema::Validator>>,
     /// The size at which dead entries are next pruned.
     prune_at: usize,
 }
@@ -35,11 +35,17 @@ fn table() -> &'static Mutex<Table> {
     })
 }
 
+/// The table's key for `schema`: the SHA-256 of its JSON text.
+fn key_of(schema: &Value) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(schema.to_string().as_bytes()).into()
+}
+
 /// The validator of `schema`: the one another runtime compiled if it is still in use, else
 /// compiled now (outside the lock, so a slow schema holds up no other runtime). `Err` is the
 /// compiler's message; a schema that does not compile is not remembered.
 pub(crate) fn compiled(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
-    let key = crate::runtime::sha256_hex(schema.to_string().as_bytes());
+    let key = key_of(schema);
     let lock = || table().lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(shared) = lock().by_schema.get(&key).and_then(Weak::upgrade) {
         return Ok(shared);
@@ -96,7 +102,7 @@ mod tests {
                 .lock()
                 .unwrap()
                 .by_schema
-                .contains_key(&crate::runtime::sha256_hex(bad.to_string().as_bytes()))
+                .contains_key(&key_of(&bad))
         );
     }
 
