@@ -17,6 +17,24 @@ use crate::http;
 use crate::transport::Broken;
 
 impl McpServer {
+    /// The connection of a remote session that started: no child, so no stderr to read.
+    #[cfg(feature = "http")]
+    fn remote_session(
+        &self,
+        service: rmcp::service::RunningService<rmcp::RoleClient, Client>,
+        modern: bool,
+        broken: Broken,
+    ) -> Connection {
+        self.on_started(&service, modern);
+        let (_, done) = tokio::sync::watch::channel(true);
+        Connection {
+            service,
+            stderr: Arc::default(),
+            stderr_done: done,
+            broken,
+        }
+    }
+
     /// Without the `http` feature there is no remote transport: a server declared with a URL
     /// fails to connect, saying so.
     #[cfg(not(feature = "http"))]
@@ -137,16 +155,7 @@ impl McpServer {
         };
         let mut refused = false;
         let cause = match started {
-            Ok(Ok(service)) => {
-                self.on_started(&service, modern);
-                let (_, done) = tokio::sync::watch::channel(true);
-                return Ok(Connection {
-                    service,
-                    stderr: Arc::default(),
-                    stderr_done: done,
-                    broken: Broken::default(),
-                });
-            }
+            Ok(Ok(service)) => return Ok(self.remote_session(service, modern, Broken::default())),
             Ok(Err(e)) => {
                 refused = crate::client::refused_initialize(&e);
                 let text = e.to_string();
@@ -229,16 +238,7 @@ impl McpServer {
             .await;
         let broke = || broken.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let (cause, refused) = match started {
-            Ok(Ok(service)) => {
-                self.on_started(&service, modern);
-                let (_, done) = tokio::sync::watch::channel(true);
-                return Ok(Connection {
-                    service,
-                    stderr: Arc::default(),
-                    stderr_done: done,
-                    broken,
-                });
-            }
+            Ok(Ok(service)) => return Ok(self.remote_session(service, modern, broken)),
             Ok(Err(e)) => {
                 let text = e.to_string();
                 let cause = match broke() {

@@ -66,10 +66,16 @@ pub(super) fn free_port() -> u16 {
 
 /// The reference server in `streamableHttp` mode on a free port, once it accepts connections.
 fn everything_http() -> Served {
+    everything_in("streamableHttp")
+}
+
+/// The reference server in `mode` (`streamableHttp`, `sse`) on a free port, once it accepts
+/// connections.
+pub(super) fn everything_in(mode: &str) -> Served {
     let port = free_port();
     let child = Command::new(node())
         .arg(everything_entry())
-        .arg("streamableHttp")
+        .arg(mode)
         .env("PORT", port.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

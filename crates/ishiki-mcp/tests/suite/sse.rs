@@ -3,38 +3,21 @@
 //! profile (`transport: sse`) or found by the spec's fallback from the URL alone. Their tools
 //! join the pool like any other MCP tools (TS-5).
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ishiki_core::Profile;
 use ishiki_mcp::{McpServer, McpServerConfig, McpTransport, connect_all};
 use serde_json::json;
 
-use super::http::{Served, free_port};
-use super::{everything_entry, node, runtime, step};
+use super::http::{Served, everything_in};
+use super::{runtime, step};
 
 /// The reference server in `sse` mode on a free port (`GET /sse`, `POST /message`), once it
 /// accepts connections; its SSE URL.
 fn everything_sse() -> (Served, String) {
-    let port = free_port();
-    let child = Command::new(node())
-        .arg(everything_entry())
-        .arg("sse")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("node runs server-everything");
-    let served = Served { child, port };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "server-everything did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (served, format!("http://127.0.0.1:{port}/sse"))
+    let served = everything_in("sse");
+    let url = format!("http://127.0.0.1:{}/sse", served.port);
+    (served, url)
 }
 
 #[tokio::test]
