@@ -18,6 +18,9 @@
 //! The transport itself needs the `http` feature; the secret handling below serves every
 //! server's errors.
 
+/// The OAuth requests made here build their own clients (`oauth/endpoints.rs`).
+#[cfg(feature = "oauth")]
+pub(crate) use remote::crypto_provider;
 #[cfg(feature = "http")]
 pub(crate) use remote::{MAX_ERROR_BYTES, bearer, headers, http_client, transport_config};
 
@@ -103,11 +106,17 @@ mod remote {
         Ok(transport_config)
     }
 
+    /// Makes ring the process's crypto provider unless the embedder set one: reqwest takes
+    /// the process's default, and panics building a client when there is none. Called before
+    /// every client this crate builds.
+    pub(crate) fn crypto_provider() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+
     /// The HTTP client for `config`'s server: its connect deadline, no pooled idle
     /// connections, no redirects.
     pub(crate) fn http_client(config: &McpServerConfig) -> Result<reqwest::Client, String> {
-        // reqwest takes the process's default crypto provider; ring unless the embedder set one.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crypto_provider();
         reqwest::Client::builder()
             .connect_timeout(config.timeout)
             .pool_max_idle_per_host(0)

@@ -652,6 +652,15 @@ impl McpServer {
         }
     }
 
+    /// The client side of a new session with this server: its list changes and elicitor.
+    fn handler(&self) -> Client {
+        Client {
+            changes: self.changes.clone(),
+            server: self.config.name.clone(),
+            elicitor: self.elicitor.clone(),
+        }
+    }
+
     /// What every new session does: a restarted server may list other tools than before, and
     /// a `2026-07-28` one announces changes only on the listen stream this opens.
     fn on_started(&self, service: &RunningService<RoleClient, Client>, modern: bool) {
@@ -717,11 +726,7 @@ impl McpServer {
                 let _ = done_tx.send(true);
             });
         }
-        let client = Client {
-            changes: self.changes.clone(),
-            server: self.config.name.clone(),
-            elicitor: self.elicitor.clone(),
-        };
+        let client = self.handler();
         let started = self
             .bounded(rmcp::ClientServiceExt::serve_with_lifecycle(
                 client, transport, mode,

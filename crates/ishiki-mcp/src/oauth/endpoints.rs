@@ -200,8 +200,7 @@ fn guarded_client(server: &str, lookup: Arc<dyn Resolve>) -> Result<reqwest::Cli
         proxies: Arc::new(proxies),
         lookup,
     };
-    // reqwest panics building a client without a crypto provider: ring, as for the transport.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::http::crypto_provider();
     reqwest::Client::builder()
         .timeout(TOKEN_REQUEST_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())

@@ -128,11 +128,7 @@ impl McpServer {
         let transport_config = http::transport_config(config, url).map_err(cannot)?;
         let client = http::http_client(config).map_err(cannot)?;
         self.starts.fetch_add(1, Ordering::Relaxed);
-        let handler = Client {
-            changes: self.changes.clone(),
-            server: self.config.name.clone(),
-            elicitor: self.elicitor.clone(),
-        };
+        let handler = self.handler();
         let limit = self.config.timeout;
         let started = match self.oauth_session(url).await.map_err(cannot)? {
             None => {
@@ -228,11 +224,7 @@ impl McpServer {
         let transport = crate::sse_transport::connect(client, config, url, broken.clone())
             .await
             .map_err(|why| failed("could not be reached", why))?;
-        let handler = Client {
-            changes: self.changes.clone(),
-            server: self.config.name.clone(),
-            elicitor: self.elicitor.clone(),
-        };
+        let handler = self.handler();
         let started = self
             .bounded(handler.serve_with_lifecycle(transport, mode))
             .await;
