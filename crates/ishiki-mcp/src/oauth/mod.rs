@@ -69,8 +69,6 @@ pub(crate) struct Session {
     gate: tokio::sync::Mutex<()>,
     /// The tokens sent so far, so that no error repeats one ([`Session::redact`]).
     sent: std::sync::Mutex<Vec<String>>,
-    /// The secret of a client registered by a sign-in, redacted like the tokens.
-    registered_secret: std::sync::Mutex<Option<String>>,
     /// Why the last authorization failed or was refused, for the error of the request it
     /// broke (rmcp's worker closes the connection on such a failure).
     failure: std::sync::Mutex<Option<String>>,
@@ -124,7 +122,6 @@ impl Session {
             store,
             gate: tokio::sync::Mutex::new(()),
             sent: std::sync::Mutex::new(Vec::new()),
-            registered_secret: std::sync::Mutex::new(None),
             failure: std::sync::Mutex::new(None),
             step_ups: std::sync::atomic::AtomicU32::new(0),
             grants: std::sync::atomic::AtomicU64::new(0),
@@ -179,10 +176,8 @@ impl Session {
     /// repeat the header it got).
     pub(crate) fn redact(&self, text: &str) -> String {
         let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
-        let registered = self
-            .registered_secret
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        // A self-registered client's secret, as its store holds it.
+        let registered = self.store.held_secret();
         let mut text = text.to_owned();
         for token in sent
             .iter()
@@ -192,14 +187,6 @@ impl Session {
             text = text.replace(token.as_str(), "…");
         }
         text
-    }
-
-    /// Redacts `secret` (a registered client's) from every error from now on.
-    fn never_shown(&self, secret: &str) {
-        *self
-            .registered_secret
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(secret.to_owned());
     }
 
     /// How many grants (sign-ins, refreshes after a refusal, step-ups) there have been: a
@@ -284,7 +271,6 @@ impl Session {
                         // A client registered by an earlier sign-in, with the secret the
                         // authorization server gave it: a confidential client refreshes
                         // with it instead of signing in again.
-                        self.never_shown(&registered);
                         config = config.with_client_secret(registered);
                     }
                     if manager.configure_client(config).is_ok()
@@ -331,7 +317,6 @@ impl Session {
                             .await
                             .map_err(|e| failed(format!("the client could not register: {e}")))?;
                         if let Some(secret) = &registered.client_secret {
-                            self.never_shown(secret);
                             self.store.registered(store::Registered {
                                 client_id: registered.client_id.clone(),
                                 secret: secret.clone(),

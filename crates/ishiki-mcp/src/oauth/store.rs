@@ -111,13 +111,28 @@ impl Store {
         *lock(&self.registered) = Some(client);
     }
 
-    /// The secret of `client_id` if this store's sign-in registered it (now, or before a
-    /// restart, as the file says).
-    pub(crate) fn registered_secret(&self, client_id: &str) -> Option<String> {
-        let held = lock(&self.registered)
+    /// The registered client: the one a sign-in registered, else the one the file kept.
+    fn registered_client(&self) -> Option<Registered> {
+        lock(&self.registered)
             .clone()
-            .or_else(|| self.read()?.registered);
-        held.filter(|r| r.client_id == client_id).map(|r| r.secret)
+            .or_else(|| self.read()?.registered)
+    }
+
+    /// The secret of `client_id` if this store's sign-in registered it (now, or before a
+    /// restart, as the file says); held from then on, so [`Store::held_secret`] has it.
+    pub(crate) fn registered_secret(&self, client_id: &str) -> Option<String> {
+        let client = self
+            .registered_client()
+            .filter(|r| r.client_id == client_id)?;
+        let secret = client.secret.clone();
+        *lock(&self.registered) = Some(client);
+        Some(secret)
+    }
+
+    /// The secret of the registered client in use, for redacting errors (never read from
+    /// the file: a secret not in use cannot be in an error).
+    pub(crate) fn held_secret(&self) -> Option<String> {
+        lock(&self.registered).as_ref().map(|r| r.secret.clone())
     }
 
     /// Records the issuer discovery just named. From now on only credentials it issued are
@@ -201,9 +216,8 @@ impl CredentialStore for Store {
             Kind::File { path, url } => {
                 // The registered client's secret, when these credentials are that client's:
                 // the one registered now, else the one the file kept for it.
-                let registered = lock(&self.registered)
-                    .clone()
-                    .or_else(|| self.read()?.registered)
+                let registered = self
+                    .registered_client()
                     .filter(|r| r.client_id == credentials.client_id);
                 let body = FileBody {
                     url: url.clone(),
@@ -357,10 +371,13 @@ mod tests {
         store.save(credentials("tok")).await.unwrap();
         // A restart reads it back for that client, and for no other.
         let reopened = Store::new(Some(&tokens), "s", url);
+        assert_eq!(reopened.held_secret(), None, "not in use until asked for");
         assert_eq!(
             reopened.registered_secret("client").as_deref(),
             Some("dcr-secret")
         );
+        // In use from then on, so errors are redacted of it.
+        assert_eq!(reopened.held_secret().as_deref(), Some("dcr-secret"));
         assert_eq!(reopened.registered_secret("another"), None);
         // Refreshed credentials saved after the restart keep it.
         reopened.save(credentials("tok-2")).await.unwrap();
