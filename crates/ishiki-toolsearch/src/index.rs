@@ -275,6 +275,23 @@ impl ToolIndex {
         self.by_name.get(name).map(|&d| d as usize)
     }
 
+    /// `word` as the index stores it (lower-cased, stemmed), if it is one plain word.
+    #[cfg(feature = "semantic")]
+    pub(crate) fn stem(&self, word: &str) -> Option<String> {
+        let mut out = Vec::new();
+        terms(word, Kind::Prose, false, |t| out.push(t.to_owned()));
+        match <[String; 1]>::try_from(out) {
+            Ok([stem]) => Some(stem),
+            Err(_) => None,
+        }
+    }
+
+    /// The stem of `word` ([`ToolIndex::stem`]) when the vocabulary has it.
+    #[cfg(feature = "semantic")]
+    pub(crate) fn known_stem(&self, word: &str) -> Option<String> {
+        self.stem(word).filter(|s| self.terms.contains_key(s))
+    }
+
     /// The hit for the tool inserted `position`-th (from 0), with `score`.
     #[cfg(feature = "semantic")]
     pub(crate) fn hit_by_position(&self, position: usize, score: f64) -> Hit {
@@ -371,17 +388,6 @@ impl ToolIndex {
 }
 
 impl ToolIndex {
-    /// Whether a word of `query` is unknown to the vocabulary but one or two edits from a
-    /// word in it (a likely typo the lexical ranker corrects and an embedding does not).
-    #[cfg(feature = "semantic")]
-    pub(crate) fn corrects_typos(&self, query: &str) -> bool {
-        query_groups(query).into_iter().any(|mut group| {
-            let before = group.len();
-            self.add_corrections(&mut group);
-            group.len() > before
-        })
-    }
-
     /// When the typed word of a group is not in the vocabulary, adds the vocabulary words one
     /// edit away (two for long words) at [`TYPO_WEIGHT`]: `screeshot` finds `screenshot`,
     /// `kuberntes` finds `kubernetes`.
@@ -428,7 +434,7 @@ fn typo_candidate(term: &str) -> bool {
 }
 
 /// Calls `f` with each distinct string made by deleting one byte of an ASCII `word`.
-fn for_each_deletion(word: &str, mut f: impl FnMut(&str)) {
+pub(crate) fn for_each_deletion(word: &str, mut f: impl FnMut(&str)) {
     let mut buf = String::with_capacity(word.len());
     let bytes = word.as_bytes();
     for i in 0..bytes.len() {
@@ -445,7 +451,7 @@ fn for_each_deletion(word: &str, mut f: impl FnMut(&str)) {
 
 /// Optimal string alignment distance (edits: insert, delete, substitute, swap two adjacent
 /// letters) between ASCII words, or `max + 1` once it must exceed `max`.
-fn osa_distance(a: &str, b: &str, max: usize) -> usize {
+pub(crate) fn osa_distance(a: &str, b: &str, max: usize) -> usize {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len().abs_diff(b.len()) > max {
         return max + 1;
@@ -601,21 +607,6 @@ mod tests {
 
     fn names(hits: &[Hit]) -> Vec<&str> {
         hits.iter().map(|h| h.name.as_str()).collect()
-    }
-
-    #[cfg(feature = "semantic")]
-    #[test]
-    fn typos_are_told_apart_from_known_and_short_words() {
-        let index = ToolIndex::build(&[tool(
-            "take_screenshot",
-            "Capture the visible page",
-            json!({}),
-        )]);
-        assert!(index.corrects_typos("take a screeshot"));
-        assert!(!index.corrects_typos("take a screenshot"));
-        // Too short to correct, and nothing one edit away.
-        assert!(!index.corrects_typos("pr for k8s"));
-        assert!(!index.corrects_typos("quarterly revenue"));
     }
 
     fn sample() -> ToolIndex {

@@ -13,6 +13,7 @@
 mod math;
 pub mod model;
 mod safetensors;
+mod speller;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -24,13 +25,11 @@ use crate::def::{Hit, ToolDef};
 use crate::error::{ToolsearchError, ToolsearchErrorKind};
 use crate::index::ToolIndex;
 use crate::text::split_identifier;
+use speller::Speller;
 
 /// How much the lexical score (divided by the best lexical score of the query) adds to the
 /// cosine similarity in [`HybridIndex::search`].
 pub const LEXICAL_SHARE: f32 = 0.3;
-/// The lexical share when a query word is a typo the lexical ranker corrects (1.0 chosen on
-/// `tune`: typo hit@1 0.595 → 0.784; 0.6 and 2.0 no better overall).
-pub const TYPO_LEXICAL_SHARE: f32 = 1.0;
 /// How many lexical hits take part in the fusion (20 worse on `tune`; 100 and all the same).
 const LEXICAL_DEPTH: usize = 50;
 
@@ -199,11 +198,12 @@ impl EmbeddingCache {
 /// Ranks the tools of `lexical` for `query`: an exact name or `select:` as in
 /// [`ToolIndex::search`]; otherwise every tool by the cosine similarity of its vector (row `i`
 /// of `vectors` for the tool inserted `i`-th) to the query's plus `share` times its lexical
-/// score relative to the query's best (at least [`TYPO_LEXICAL_SHARE`] when the query has a
-/// typo the lexical ranker corrects).
+/// score relative to the query's best. The query is embedded with its misspelt words corrected
+/// against the catalog's (`speller`): the model has never seen `termnal`.
 fn rank(
     lexical: &ToolIndex,
     embedder: &Embedder,
+    speller: &Speller,
     vectors: &[f32],
     query: &str,
     k: usize,
@@ -227,25 +227,13 @@ fn rank(
     if k == 0 || count == 0 {
         return Vec::new();
     }
-    let q = embedder.vector(query);
+    let q = embedder.vector(&speller.correct(query, lexical, |w| embedder.knows_word(w)));
     let mut scores: Vec<f32> = vectors
         .chunks_exact(dim)
         .take(count)
         .map(|v| v.iter().zip(&q).map(|(a, b)| a * b).sum())
         .collect();
     let best = hits.iter().map(|h| h.score).fold(0.0f64, f64::max);
-    // The model has never seen a misspelt word; the lexical ranker corrects it, so it weighs
-    // more then. Both must agree: a word the lexical vocabulary lacks but the model knows
-    // whole (`links` in a catalog that only says `link`) is no typo.
-    let typo = query
-        .split(|c: char| !c.is_alphanumeric())
-        .any(|w| w.chars().count() >= 4 && !embedder.knows_word(w))
-        && lexical.corrects_typos(query);
-    let share = if typo {
-        share.max(TYPO_LEXICAL_SHARE)
-    } else {
-        share
-    };
     let mut hit_of: HashMap<usize, &Hit> = HashMap::new();
     if best > 0.0 {
         for hit in &hits {
@@ -285,6 +273,8 @@ pub struct HybridIndex {
     embedder: Arc<Embedder>,
     /// Tool vectors, `dim` floats each, in tool order.
     vectors: Vec<f32>,
+    /// The tools' words, to correct a query's before it is embedded.
+    speller: Speller,
     lexical_share: f32,
 }
 
@@ -297,10 +287,15 @@ impl HybridIndex {
     ) -> Result<Self, ToolsearchError> {
         let texts: Vec<String> = defs.iter().map(tool_text).collect();
         let vectors = cache.get_or_embed_all(&embedder, &texts).concat();
+        let mut speller = Speller::default();
+        for text in &texts {
+            speller.add_text(text);
+        }
         Ok(Self {
             lexical: ToolIndex::build(defs),
             embedder,
             vectors,
+            speller,
             lexical_share: LEXICAL_SHARE,
         })
     }
@@ -318,12 +313,13 @@ impl HybridIndex {
 
     /// At most `k` hits: an exact name or `select:` as in [`ToolIndex::search`]; otherwise
     /// every tool by cosine similarity to the query plus the lexical share times its lexical
-    /// score relative to the query's best (a larger share, [`TYPO_LEXICAL_SHARE`], when the
-    /// query has a typo the lexical ranker corrects).
+    /// score relative to the query's best, the query embedded with its misspelt words
+    /// corrected against the tools' own.
     pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, ToolsearchError> {
         Ok(rank(
             &self.lexical,
             &self.embedder,
+            &self.speller,
             &self.vectors,
             query,
             k,
@@ -344,6 +340,8 @@ pub struct SemanticRanker {
     cache_file: Option<PathBuf>,
     /// Vectors of the catalog's index, in its order (`dim` floats per tool).
     vectors: Vec<f32>,
+    /// The words of the tools with a vector.
+    speller: Speller,
     /// The last error writing the cache file, if the last write failed.
     save_error: Option<String>,
 }
@@ -356,6 +354,7 @@ impl SemanticRanker {
             cache: EmbeddingCache::default(),
             cache_file: None,
             vectors: Vec::new(),
+            speller: Speller::default(),
             save_error: None,
         }
     }
@@ -395,11 +394,15 @@ impl SemanticRanker {
     /// Forgets the vectors (the index was rebuilt); the cache keeps them.
     pub(crate) fn reset(&mut self) {
         self.vectors.clear();
+        self.speller = Speller::default();
     }
 
     /// Appends the vectors of `defs`, the index's next tools in order.
     pub(crate) fn extend(&mut self, defs: &[&ToolDef]) {
         let texts: Vec<String> = defs.iter().map(|d| tool_text(d)).collect();
+        for text in &texts {
+            self.speller.add_text(text);
+        }
         for v in self.cache.get_or_embed_all(&self.embedder, &texts) {
             self.vectors.extend(v);
         }
@@ -414,6 +417,7 @@ impl SemanticRanker {
         rank(
             lexical,
             &self.embedder,
+            &self.speller,
             &self.vectors,
             query,
             k,

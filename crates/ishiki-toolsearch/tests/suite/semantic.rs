@@ -166,8 +166,30 @@ fn hybrid_finds_tools_by_meaning_where_words_differ() {
         "{:?}",
         hybrid.misses
     );
-    // Misspelt words mean nothing to the model; the lexical ranker's correction weighs more.
+    // Misspelt words mean nothing to the model: the query is embedded with them corrected
+    // against the catalog's words, so it ranks as its right spelling does.
     assert!(!model.knows_word("coment") && model.knows_word("Links"));
+    for (typed, meant) in [
+        ("delte my coment on linear", "delete my comment on linear"),
+        (
+            "how hihg above sea levle are these coordinates",
+            "how high above sea level are these coordinates",
+        ),
+        ("geocod an adress", "geocode an address"),
+        (
+            "send a mesage to a slak channel",
+            "send a message to a slack channel",
+        ),
+    ] {
+        let typed_hits = names(&index.search(typed, 3).unwrap()).join(" ");
+        let meant_hits = names(&index.search(meant, 3).unwrap()).join(" ");
+        let first = |s: &str| s.split(' ').next().unwrap_or_default().to_owned();
+        assert_eq!(
+            first(&typed_hits),
+            first(&meant_hits),
+            "{typed:?}: {typed_hits} / {meant_hits}"
+        );
+    }
     let hits = index.search("delte my coment on linear", 3).unwrap();
     assert_eq!(hits[0].name, "linear_linear_delete_comment", "{hits:?}");
     // An exact name and `select:` still go first, as in the lexical index.
