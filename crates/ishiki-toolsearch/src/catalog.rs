@@ -10,6 +10,7 @@
 //! native list (so the prefix stays valid) and the next step says it is gone.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -47,7 +48,12 @@ pub struct Catalog {
     /// Listed tools removed since the last step boundary, in removal order.
     removed: Vec<usize>,
     step: u64,
-    index: ToolIndex,
+    /// The searchable tools' index, shared with the other catalogs of the process over the
+    /// same tools (`shared.rs`); copied before a tool is added to a shared one.
+    index: Arc<ToolIndex>,
+    /// The index must be built again before the next search: it was never built (a catalog
+    /// indexes its tools when it first searches, so one that never searches costs nothing),
+    /// or a tool was removed or changed.
     index_stale: bool,
     /// Hits below this share of the best score are left out (0: none).
     min_relative_score: f64,
@@ -101,8 +107,8 @@ impl Catalog {
             awaiting: Vec::new(),
             removed: Vec::new(),
             step: 0,
-            index: ToolIndex::default(),
-            index_stale: false,
+            index: Arc::new(ToolIndex::default()),
+            index_stale: true,
             min_relative_score: 0.0,
             #[cfg(feature = "semantic")]
             semantic: None,
@@ -195,7 +201,7 @@ impl Catalog {
         let i = self.tools.len();
         self.by_name.insert(def.name.clone(), i);
         if self.searchable(&def) && !self.index_stale {
-            self.index.insert(&def);
+            Arc::make_mut(&mut self.index).insert(&def);
         }
         let restored = match self.awaiting.iter().position(|n| *n == def.name) {
             Some(pos) => {
@@ -292,14 +298,14 @@ impl Catalog {
     /// found joins the list.
     pub fn peek(&mut self, query: &str, k: usize) -> Vec<Hit> {
         if self.index_stale {
-            let searchable: Vec<ToolDef> = self
+            let searchable: Vec<&ToolDef> = self
                 .tools
                 .iter()
                 .zip(&self.status)
                 .filter(|(d, st)| self.searchable(d) && **st != Status::Removed)
-                .map(|(d, _)| d.clone())
+                .map(|(d, _)| d)
                 .collect();
-            self.index = ToolIndex::build(&searchable);
+            self.index = crate::shared::index_for(&searchable);
             self.index_stale = false;
             #[cfg(feature = "semantic")]
             if let Some(ranker) = &mut self.semantic {
@@ -505,5 +511,32 @@ mod tests {
         assert!(step.delta.is_empty());
         assert_eq!(step.tools[1].description, "better");
         assert_eq!(catalog.search("better", 5)[0].name, "b");
+    }
+
+    #[test]
+    fn catalogs_over_the_same_tools_share_one_index_until_one_adds_a_tool() {
+        let fill = || {
+            let mut c = Catalog::with_toolsearch();
+            for name in ["shared_read_file", "shared_write_file", "shared_send_mail"] {
+                c.add(deferred(name));
+            }
+            c
+        };
+        let (mut a, mut b) = (fill(), fill());
+        assert_eq!(a.peek("mail", 1)[0].name, "shared_send_mail");
+        assert_eq!(b.peek("mail", 1)[0].name, "shared_send_mail");
+        assert!(Arc::ptr_eq(&a.index, &b.index), "one index for both");
+        // A tool added to one catalog is copied into its own index; the other's is untouched.
+        b.add(deferred("shared_mail_merge"));
+        assert!(!Arc::ptr_eq(&a.index, &b.index));
+        assert_eq!((a.index.len(), b.index.len()), (3, 4));
+        assert!(
+            a.peek("merge", 5)
+                .iter()
+                .all(|h| h.name != "shared_mail_merge")
+        );
+        assert_eq!(b.peek("merge", 1)[0].name, "shared_mail_merge");
+        // A catalog that never searched built no index at all.
+        assert!(fill().index.is_empty());
     }
 }

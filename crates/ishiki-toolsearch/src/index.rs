@@ -149,26 +149,18 @@ impl ToolIndex {
                 };
                 found.push((id, field));
             };
-            terms(&def.name, Kind::Identifier, true, |t| add(NAME, t));
-            terms(&def.description, Kind::Prose, false, |t| {
-                add(DESCRIPTION, t)
+            for_each_text(def, |field, text| match field {
+                TextField::Name => terms(text, Kind::Identifier, true, |t| add(NAME, t)),
+                TextField::Description | TextField::Origin => {
+                    terms(text, Kind::Prose, false, |t| add(DESCRIPTION, t));
+                }
+                TextField::ParamName => {
+                    terms(text, Kind::Identifier, false, |t| add(PARAM_NAME, t));
+                }
+                TextField::ParamDescription => {
+                    terms(text, Kind::Prose, false, |t| add(PARAM_DESCRIPTION, t));
+                }
             });
-            if let Some(origin) = &def.origin {
-                terms(origin, Kind::Prose, false, |t| add(DESCRIPTION, t));
-            }
-            let mut budget = PARAM_NODE_BUDGET;
-            walk_params(
-                &def.input_schema,
-                &def.input_schema,
-                0,
-                &mut budget,
-                &mut |field, text| match field {
-                    ParamText::Name => terms(text, Kind::Identifier, false, |t| add(PARAM_NAME, t)),
-                    ParamText::Description => {
-                        terms(text, Kind::Prose, false, |t| add(PARAM_DESCRIPTION, t))
-                    }
-                },
-            );
         }
         let mut len = [0u32; FIELDS];
         for &(_, field) in &found {
@@ -491,6 +483,37 @@ fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> 
 enum ParamText {
     Name,
     Description,
+}
+
+/// Where a text of a definition goes in the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TextField {
+    Name,
+    Description,
+    Origin,
+    ParamName,
+    ParamDescription,
+}
+
+/// Every text of `def` the index reads, in the order it reads them: what
+/// [`ToolIndex::insert`] tokenises, and so what a shared index is known by (`shared.rs`).
+pub(crate) fn for_each_text(def: &ToolDef, mut emit: impl FnMut(TextField, &str)) {
+    emit(TextField::Name, &def.name);
+    emit(TextField::Description, &def.description);
+    if let Some(origin) = &def.origin {
+        emit(TextField::Origin, origin);
+    }
+    let mut budget = PARAM_NODE_BUDGET;
+    walk_params(
+        &def.input_schema,
+        &def.input_schema,
+        0,
+        &mut budget,
+        &mut |field, text| match field {
+            ParamText::Name => emit(TextField::ParamName, text),
+            ParamText::Description => emit(TextField::ParamDescription, text),
+        },
+    );
 }
 
 /// Visits parameter names, descriptions and string enum values of an input schema: the

@@ -91,6 +91,7 @@ pub mod eval;
 mod index;
 #[cfg(feature = "semantic")]
 pub mod semantic;
+mod shared;
 mod signature;
 mod text;
 mod thesaurus;
