@@ -298,14 +298,19 @@ MORE = [
   ["a_zero_ttl_counts_only_from_a_server_that_announces_no_changes", "a_listen_stream_the_server_ends_is_opened_again_and_changes_are_heard_on_it"]),
  # 27a (issue 27): the query is embedded as typed, misspelt words and all.
  ("27a", "crates/ishiki-toolsearch/src/semantic/mod.rs",
-  "    let q = embedder.vector(&speller.correct(query, lexical, |w| embedder.knows_word(w)));",
-  "    let _ = speller;\n    let q = embedder.vector(query);",
+  "    let spelled = speller.correct(query, lexical, |w| embedder.knows_word(w));",
+  "    let _ = speller;\n    let spelled = std::borrow::Cow::Borrowed(query);",
   ["hybrid_finds_tools_by_meaning_where_words_differ"]),
  # 27b: a word whose stem the lexical index knows may become any catalog word near it.
  ("27b", "crates/ishiki-toolsearch/src/semantic/speller.rs",
   "                    .is_none_or(|s| lexical.stem(candidate).as_ref() == Some(s))",
   "                    .is_none_or(|s| true || lexical.stem(candidate).as_ref() == Some(s))",
   ["the_query_keeps_everything_but_the_words_it_corrects"]),
+ # 27c: the model reads the query's abbreviations as typed.
+ ("27c", "crates/ishiki-toolsearch/src/semantic/mod.rs",
+  "    let q = embedder.vector(&crate::thesaurus::spell_out(&spelled));",
+  "    let q = embedder.vector(&spelled);",
+  ["hybrid_finds_tools_by_meaning_where_words_differ"]),
 ]
 M = M + MORE
 

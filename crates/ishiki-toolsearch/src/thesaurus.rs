@@ -7,7 +7,8 @@
 //! - `a b > x y` — the left words expand to the right ones (a narrower word to its topic), not
 //!   back;
 //! - `= a b` — the same thing spelled differently (abbreviations); each expands to the others
-//!   at [`SAME`] weight.
+//!   at [`SAME`] weight. The second member is the spelled-out form: the semantic ranker embeds
+//!   a query with the shorter members replaced by it (`spell_out`, feature `semantic`).
 //!
 //! `+` joins the words of a phrase: on the left of an expansion a phrase matches consecutive
 //! words of the query (stopwords included, so `look+up` works); as a target each of its
@@ -99,7 +100,7 @@ const GROUPS: &[&str] = &[
     "location place address position venue",
     "coordinates latitude longitude gps",
     "= lat latitude",
-    "= lng lon longitude",
+    "= lng longitude lon",
     "directions route navigate itinerary commute way+to get+from",
     "distance how+far travel+time",
     "nearby near around local",
@@ -119,10 +120,10 @@ const GROUPS: &[&str] = &[
     "= kg kilogram",
     "convert transform transcode turn+into",
     "random shuffle pick dice coin",
-    "= uuid guid unique+identifier",
+    "= uuid unique+identifier guid",
     "hash checksum digest fingerprint",
     "pretty+print beautify prettify indent",
-    "= regex regexp regular+expression",
+    "= regex regular+expression regexp",
     "text content contents words",
     "log logs output stdout stderr console",
     "error failure crash exception fail",
@@ -232,6 +233,35 @@ const GROUPS: &[&str] = &[
     "entity node",
     "relation relationship connection",
     "observation fact",
+    // Short forms people type: shell commands and common abbreviations.
+    "= ls list+directory list+files",
+    "= mv move+file",
+    "= cp copy+file",
+    "= rm delete+file remove+file",
+    "= mkdir create+directory make+directory",
+    "= pwd current+directory",
+    "= cmd command",
+    "= msg message",
+    "= cfg configuration conf config",
+    "= env environment",
+    "= docs documentation",
+    "= md markdown",
+    "= err error",
+    "= org organization",
+    "= img image",
+    "= pic picture",
+    "= auth authentication",
+    "= pkg package",
+    "= deps dependencies",
+    "= perf performance",
+    "= ns namespace",
+    "= svc service",
+    "= gh github",
+    "= tix tickets",
+    "= desc description",
+    "= addr address",
+    "= num number",
+    "= info information",
 ];
 
 /// Terms a word or phrase expands to, with their weights.
@@ -349,6 +379,70 @@ impl Thesaurus {
     }
 }
 
+/// Each shorter spelling of an `=` line, and the line's spelled-out form (its second member).
+#[cfg(feature = "semantic")]
+fn spellings() -> &'static HashMap<String, String> {
+    static MAP: OnceLock<HashMap<String, String>> = OnceLock::new();
+    MAP.get_or_init(|| {
+        let mut map = HashMap::new();
+        for line in GROUPS {
+            let Some(rest) = line.strip_prefix("= ") else {
+                continue;
+            };
+            let members: Vec<&str> = rest.split_whitespace().collect();
+            let Some(long) = members.get(1) else {
+                continue;
+            };
+            for m in &members {
+                if m != long && !m.contains('+') && m.len() < long.len() {
+                    map.insert((*m).to_owned(), long.replace('+', " "));
+                }
+            }
+        }
+        map
+    })
+}
+
+/// `query` with each abbreviation of the thesaurus (`pr`, `ls`, `k8s`) spelled out (`pull
+/// request`, `list directory`, `kubernetes`), for a model that reads words, not terms. A word
+/// joined to another by `.`, `-`, `_` or `/` is part of a name (`next.js`, `k8s-dev`) and stays.
+#[cfg(feature = "semantic")]
+pub(crate) fn spell_out(query: &str) -> std::borrow::Cow<'_, str> {
+    let map = spellings();
+    let joins = |c: Option<char>| c.is_some_and(|c| matches!(c, '.' | '-' | '_' | '/'));
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut rest = query.char_indices().peekable();
+    while let Some((start, c)) = rest.next() {
+        if !c.is_alphanumeric() {
+            continue;
+        }
+        let mut end = start + c.len_utf8();
+        while let Some(&(i, c)) = rest.peek() {
+            if !c.is_alphanumeric() {
+                break;
+            }
+            end = i + c.len_utf8();
+            rest.next();
+        }
+        let before = query[..start].chars().next_back();
+        let after = query[end..].chars().next();
+        if joins(before) || joins(after) {
+            continue;
+        }
+        if let Some(long) = map.get(&query[start..end].to_lowercase()) {
+            out.push_str(&query[copied..start]);
+            out.push_str(long);
+            copied = end;
+        }
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(query);
+    }
+    out.push_str(&query[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,6 +469,30 @@ mod tests {
                 .iter()
                 .any(|(t, _)| t == "japanes")
         );
+    }
+
+    #[cfg(feature = "semantic")]
+    #[test]
+    fn abbreviations_are_spelled_out_for_the_model_but_names_keep_theirs() {
+        assert_eq!(
+            spell_out("open a PR for k8s"),
+            "open a pull request for kubernetes"
+        );
+        assert_eq!(
+            spell_out("ls the repo, then mv it"),
+            "list directory the repo, then move file it"
+        );
+        assert_eq!(spell_out("lon and lat"), "longitude and latitude");
+        assert_eq!(
+            spell_out("docs for next.js and k8s-dev"),
+            "documentation for next.js and k8s-dev"
+        );
+        assert!(matches!(
+            spell_out("nothing to spell"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // The spelled-out form is the line's second member, whatever its length.
+        assert_eq!(spell_out("cfg"), "configuration");
     }
 
     #[test]

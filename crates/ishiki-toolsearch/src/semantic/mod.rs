@@ -199,7 +199,8 @@ impl EmbeddingCache {
 /// [`ToolIndex::search`]; otherwise every tool by the cosine similarity of its vector (row `i`
 /// of `vectors` for the tool inserted `i`-th) to the query's plus `share` times its lexical
 /// score relative to the query's best. The query is embedded with its misspelt words corrected
-/// against the catalog's (`speller`): the model has never seen `termnal`.
+/// against the catalog's (`speller`: the model has never seen `termnal`) and its abbreviations
+/// spelled out (`thesaurus::spell_out`: `pr` is `pull request` to it).
 fn rank(
     lexical: &ToolIndex,
     embedder: &Embedder,
@@ -227,7 +228,8 @@ fn rank(
     if k == 0 || count == 0 {
         return Vec::new();
     }
-    let q = embedder.vector(&speller.correct(query, lexical, |w| embedder.knows_word(w)));
+    let spelled = speller.correct(query, lexical, |w| embedder.knows_word(w));
+    let q = embedder.vector(&crate::thesaurus::spell_out(&spelled));
     let mut scores: Vec<f32> = vectors
         .chunks_exact(dim)
         .take(count)
