@@ -69,6 +69,9 @@ enum Store {
 struct Backends {
     /// The PostgreSQL connection string (`--store postgres`).
     postgres: Option<String>,
+    /// The connections every conversation shares, opened on the tokio runtime that runs the
+    /// conversations ([`Backends::connected`]).
+    pool: Option<ishiki_postgres::PostgresPool>,
     /// The object store every conversation's prefix lives in (`--objects`).
     objects: Option<ishiki_objects::Objects>,
     /// Numbers conversations (ids and key prefixes).
@@ -97,8 +100,28 @@ fn backends(options: &Options) -> Backends {
     });
     Backends {
         postgres,
+        pool: None,
         objects,
         next: Arc::new(AtomicUsize::new(0)),
+    }
+}
+
+impl Backends {
+    /// These backends with the PostgreSQL pool opened on the current tokio runtime (its
+    /// connections' tasks run there), as a service would open it once.
+    async fn connected(&self) -> Self {
+        let mut backends = self.clone();
+        if let Some(url) = &self.postgres {
+            let options = ishiki_postgres::PoolOptions {
+                max_connections: 64,
+                ..ishiki_postgres::PoolOptions::default()
+            };
+            let pool = ishiki_postgres::PostgresPool::connect(url, &options)
+                .await
+                .unwrap_or_else(|e| panic!("the PostgreSQL pool connects: {e}"));
+            backends.pool = Some(pool);
+        }
+        backends
     }
 }
 
@@ -211,8 +234,12 @@ async fn stalled(base: std::path::PathBuf, done: Arc<std::sync::atomic::AtomicBo
         .tool(Arc::new(Hang))
         .durability(Durability::Normal)
         .build()
+        .await
         .expect("runtime");
-    runtime.add_user_message("m1", "go", &[]).expect("message");
+    runtime
+        .add_user_message("m1", "go", &[])
+        .await
+        .expect("message");
     let mut n = 0;
     while !done.load(Ordering::Relaxed) {
         n += 1;
@@ -222,7 +249,7 @@ async fn stalled(base: std::path::PathBuf, done: Arc<std::sync::atomic::AtomicBo
             name: "hang".to_owned(),
             input: json!({}),
         }]);
-        runtime.commit(prepared, call).expect("commit");
+        runtime.commit(prepared, call).await.expect("commit");
         let reports = runtime.execute().await.expect("execute");
         assert!(
             reports.iter().all(|r| r.is_error),
@@ -287,7 +314,7 @@ fn png(seed: usize) -> Vec<u8> {
     out
 }
 
-fn open(
+async fn open(
     options: &Options,
     backends: &Backends,
     sandbox: Option<&Sandbox>,
@@ -301,13 +328,14 @@ fn open(
     if let Some(sandbox) = sandbox {
         builder = builder.codemode_sandbox(sandbox.clone());
     }
-    if let Some(url) = &backends.postgres {
-        let store = ishiki_postgres::PostgresStore::connect(
-            url,
-            &format!("conversation-{n}"),
-            &ishiki_postgres::PostgresOptions::default(),
-        )
-        .expect("postgres store");
+    if let Some(pool) = &backends.pool {
+        let store = pool
+            .open(
+                &format!("conversation-{n}"),
+                &ishiki_postgres::PostgresOptions::default(),
+            )
+            .await
+            .expect("postgres store");
         builder = builder.store(Box::new(store));
     }
     if let Some(objects) = &backends.objects {
@@ -320,7 +348,7 @@ fn open(
             .artifacts(Arc::new(objects.artifacts()))
             .assets(Arc::new(objects.assets()));
     }
-    let mut runtime = builder.build().expect("runtime");
+    let mut runtime = builder.build().await.expect("runtime");
     runtime
         .workspace()
         .write("/home/workspace/notes.txt", b"one\ntwo\nthree\nfour\n")
@@ -331,6 +359,7 @@ fn open(
         .expect("fixture");
     runtime
         .add_user_message("m1", "go", &[png(n + 1)])
+        .await
         .expect("message");
     Conversation { runtime, _dir: dir }
 }
@@ -355,7 +384,7 @@ async fn timed_step(runtime: &mut Runtime, n: u64) -> Timing {
     let prepare = started.elapsed();
     let response = response(n); // the model: scripted, instant, not counted
     let started = Instant::now();
-    runtime.commit(prepared, response).expect("commit");
+    runtime.commit(prepared, response).await.expect("commit");
     let reports = runtime.execute().await.expect("execute");
     assert!(
         reports.iter().all(|r| !r.is_error),
@@ -443,6 +472,7 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
                     ..SandboxConfig::default()
                 })
             });
+            let backends = backends.connected().await;
             let next = Arc::new(AtomicUsize::new(0));
             let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let stalled: Vec<_> = (0..options.stalled)
@@ -459,7 +489,7 @@ fn scale(options: &Options, backends: &Backends, base: &Path) {
                     let mut opens = Vec::new();
                     while next.fetch_add(1, Ordering::Relaxed) < options.conversations {
                         let opened = Instant::now();
-                        let mut c = open(&options, &backends, sandbox.as_ref(), &base);
+                        let mut c = open(&options, &backends, sandbox.as_ref(), &base).await;
                         opens.push(opened.elapsed());
                         for n in 1..=options.steps {
                             steps.push((n % 5, step(&mut c.runtime, n).await));
@@ -536,7 +566,8 @@ fn long(options: &Options, backends: &Backends, base: &Path) {
             fork_server: options.fork_server,
             ..SandboxConfig::default()
         });
-        let mut c = open(options, backends, Some(&sandbox), base);
+        let backends = backends.connected().await;
+        let mut c = open(options, &backends, Some(&sandbox), base).await;
         let mut window = std::collections::VecDeque::new();
         for n in 1..=last {
             window.push_back(timed_step(&mut c.runtime, n).await);

@@ -166,7 +166,7 @@ fn apply_capabilities(config: &mut HttpConfig, caps: &ishiki_core::profile::Mode
 }
 
 /// The history store `--store` names.
-fn history_store(
+async fn history_store(
     url: &str,
     conversation: &str,
     when_held: ishiki_postgres::WhenHeld,
@@ -185,6 +185,7 @@ fn history_store(
             ..ishiki_postgres::PostgresOptions::default()
         },
     )
+    .await
     .map_err(|e| (Exit::Failed, format!("--store: {e}")))?;
     Ok(Box::new(store))
 }
@@ -343,11 +344,12 @@ fn run_inner(
             }
         }
         builder.check_store_locations().map_err(|e| failed(&e))?;
-        builder = builder.store(history_store(
+        // The store's connections run on this runtime, which drives every step.
+        builder = builder.store(tokio.block_on(history_store(
             url,
             &options.conversation,
             options.when_held,
-        )?);
+        ))?);
     }
     if let Some(location) = &options.objects {
         let objects = ishiki_objects::Objects::open(location)
@@ -359,15 +361,15 @@ fn run_inner(
             .artifacts(Arc::new(objects.artifacts()))
             .assets(Arc::new(objects.assets()));
     }
-    let mut runtime = builder
+    let runtime = builder
         .clock(Arc::new(SystemClock))
         .codemode_worker(options.worker.clone())
         .codemode_limits(ishiki_core::Limits {
             timeout: Duration::from_secs(30),
             ..ishiki_core::Limits::default()
         })
-        .build()
-        .map_err(|e| failed(&e))?;
+        .build();
+    let mut runtime = tokio.block_on(runtime).map_err(|e| failed(&e))?;
     let mut line = String::new();
     let mut turn = 0u64;
     let mut session = Usage::default();
@@ -387,8 +389,8 @@ fn run_inner(
             turn += 1;
             id = format!("u{turn}");
         }
-        runtime
-            .add_user_message(&id, text, &[])
+        tokio
+            .block_on(runtime.add_user_message(&id, text, &[]))
             .map_err(|e| failed(&e))?;
         tokio.block_on(turn_loop(
             &mut runtime,
@@ -537,7 +539,10 @@ async fn turn_loop(
             *session = session.plus(usage);
             writeln!(out, "[step {step}] tokens: {}", tokens(&usage)).map_err(io)?;
         }
-        let calls = runtime.commit(prepared, response).map_err(|e| failed(&e))?;
+        let calls = runtime
+            .commit(prepared, response)
+            .await
+            .map_err(|e| failed(&e))?;
         steps += 1;
         retried = false;
         if calls.is_empty() {

@@ -233,7 +233,7 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    fn build(&self, assembly: ishiki_core::Assembly) -> Result<Runtime, RunError> {
+    async fn build(&self, assembly: ishiki_core::Assembly) -> Result<Runtime, RunError> {
         let workspace = Arc::new(WorkspaceScheme::new(self.workspace_root()).map_err(failed)?);
         // A scripted model declared with `preservedThinking: true` gets the edit policy of such
         // models, so a scenario shows what a live session would send.
@@ -292,7 +292,7 @@ impl<'a> Runner<'a> {
                 }))),
             };
         }
-        builder.build().map_err(failed)
+        builder.build().await.map_err(failed)
     }
 
     async fn run<W: Write>(
@@ -364,7 +364,7 @@ impl<'a> Runner<'a> {
             return Ok(Exit::Failed);
         }
         self.mcp_servers = servers;
-        let mut runtime = self.build(assembly.clone())?;
+        let mut runtime = self.build(assembly.clone()).await?;
         let mut model_steps = 0u64;
         // With --state a scenario may run again on its own history: a message id already used
         // there gets a suffix, and withdraw follows the mapping.
@@ -385,6 +385,7 @@ impl<'a> Runner<'a> {
                             user.text.as_deref().unwrap_or_default(),
                             &user.image_bytes,
                         )
+                        .await
                         .map_err(failed)?;
                     self.emit(
                         writer,
@@ -473,6 +474,7 @@ impl<'a> Runner<'a> {
                     }
                     runtime
                         .commit(prepared, ModelResponse::from_text_and_calls(text, calls))
+                        .await
                         .map_err(failed)?;
                     let reports = runtime.execute().await.map_err(failed)?;
                     let mut sent = self.platform.drain();
@@ -512,10 +514,11 @@ impl<'a> Runner<'a> {
                 }
                 Step::Withdraw(id) => runtime
                     .withdraw(message_ids.get(id).unwrap_or(id))
+                    .await
                     .map_err(failed)?,
                 Step::Restart(_) => {
                     drop(runtime);
-                    runtime = self.build(assembly.clone())?;
+                    runtime = self.build(assembly.clone()).await?;
                 }
                 Step::Clock(c) => self.clock.advance(c.advance),
                 Step::Cleanup(_) => {

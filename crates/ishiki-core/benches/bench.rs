@@ -64,13 +64,17 @@ fn percentile(mut xs: Vec<Duration>, p: f64) -> Duration {
 }
 
 fn main() {
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     // `ISHIKI_BENCH_ONLY=catalog` runs the catalog rows alone.
     if std::env::var("ISHIKI_BENCH_ONLY").as_deref() != Ok("catalog") {
         // A 200,000-token window (Claude Sonnet, GPT-5 class) and a 1,000,000-token one.
-        session(200_000, 32_000);
-        session(1_000_000, 64_000);
+        tokio.block_on(session(200_000, 32_000));
+        tokio.block_on(session(1_000_000, 64_000));
     }
-    catalog_open();
+    tokio.block_on(catalog_open());
 }
 
 /// A tool of the MCP corpus: its definition as its server lists it.
@@ -91,7 +95,7 @@ impl Tool for Listed {
 /// Opening a runtime over the 359 tools of the MCP corpus (issue 26: what one process pays per
 /// conversation for a catalog it already serves): each open while no other runtime holds the
 /// catalog compiles every input schema; each open while one does takes the compiled ones.
-fn catalog_open() {
+async fn catalog_open() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../ishiki-toolsearch/tests/data/mcp-catalog");
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
@@ -116,30 +120,33 @@ fn catalog_open() {
         }
     }
     let models = ModelsDoc::from_yaml("models:\n  main: { input: [text] }\n").unwrap();
-    let open = |dir: &std::path::Path| {
+    let open = async |dir: &std::path::Path| {
         let assembly = assemble(Profile::from_yaml("{}").unwrap(), models.clone(), "main").unwrap();
         let mut builder = Runtime::builder(assembly, dir).durability(Durability::Normal);
         for tool in &tools {
             builder = builder.tool(tool.clone());
         }
-        builder.build().unwrap()
+        builder.build().await.unwrap()
     };
-    let time = |held: bool| {
+    let time = async |held: bool| {
         let keep = tempfile::tempdir().unwrap();
-        let holder = held.then(|| open(keep.path()));
+        let holder = match held {
+            true => Some(open(keep.path()).await),
+            false => None,
+        };
         let mut times = Vec::new();
         for _ in 0..15 {
             let dir = tempfile::tempdir().unwrap();
             let started = Instant::now();
-            let runtime = open(dir.path());
+            let runtime = open(dir.path()).await;
             times.push(started.elapsed());
             drop(runtime);
         }
         drop(holder);
         percentile(times, 0.5)
     };
-    let alone = time(false);
-    let shared = time(true);
+    let alone = time(false).await;
+    let shared = time(true).await;
     println!(
         "BENCH\truntime open, {} MCP tools, no other runtime holds the catalog (p50)\t{:.2} ms\t-",
         tools.len(),
@@ -152,7 +159,7 @@ fn catalog_open() {
     );
 }
 
-fn session(window: u64, output: u64) {
+async fn session(window: u64, output: u64) {
     let name = format!("{}k window", window / 1000);
     let dir = tempfile::tempdir().unwrap();
     let profile = Profile::from_yaml("{}").unwrap();
@@ -166,12 +173,10 @@ fn session(window: u64, output: u64) {
         })
         .tool(Arc::new(Report))
         .build()
-        .unwrap();
-    let tokio = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+        .await
         .unwrap();
     rt.add_user_message("m1", "survey every report", &[])
+        .await
         .unwrap();
     let mut peak = 0u64;
     let mut breaks = 0usize;
@@ -239,10 +244,10 @@ fn session(window: u64, output: u64) {
             ..Usage::default()
         });
         let t = Instant::now();
-        rt.commit(prepared, response).unwrap();
+        rt.commit(prepared, response).await.unwrap();
         let commit_time = t.elapsed();
         let t = Instant::now();
-        tokio.block_on(rt.execute()).unwrap();
+        rt.execute().await.unwrap();
         let execute_time = t.elapsed();
         step_times.push(started.elapsed());
         parts.push((prepare_time, commit_time, execute_time));

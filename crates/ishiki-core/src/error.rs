@@ -67,6 +67,20 @@ impl RuntimeError {
         }
     }
 
+    /// A commit whose outcome is unknown (`context` says which): its future was dropped
+    /// while the store worked, or the store lost the reply.
+    pub(crate) fn in_doubt(context: &str) -> Self {
+        Self {
+            store: Some(StoreErrorKind::InDoubt),
+            ..Self::new(
+                RuntimeErrorKind::Store,
+                format!(
+                    "{context}: the commit was cut before the store answered (its step was cancelled, or the connection was lost), so whether it was stored is unknown; reopen the runtime from its store, which holds exactly what was stored"
+                ),
+            )
+        }
+    }
+
     /// A failed model request.
     pub(crate) fn model(e: &ModelError) -> Self {
         Self {

@@ -65,15 +65,16 @@
 //! let models = ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n")?;
 //! let assembly = assemble(Profile::default(), models, "main")?;
 //! let state = tempfile::tempdir()?;
-//! let mut runtime = Runtime::builder(assembly, state.path()).tool(Arc::new(Add)).build()?;
-//! runtime.add_user_message("m1", "What is 2 + 3?", &[])?;
+//! let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let mut runtime =
+//!     tokio.block_on(Runtime::builder(assembly, state.path()).tool(Arc::new(Add)).build())?;
+//! tokio.block_on(runtime.add_user_message("m1", "What is 2 + 3?", &[]))?;
 //!
 //! let add = ToolCall { id: "c1".into(), name: "add".into(), input: json!({ "a": 2, "b": 3 }) };
 //! let model = Scripted(Mutex::new(vec![
 //!     ModelResponse::from_text("2 + 3 = 5."), // popped last
 //!     ModelResponse::from_calls([add]),
 //! ]));
-//! let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
 //! let reports = tokio.block_on(runtime.step_with(&model))?;
 //! assert_eq!((reports[0].call_id.as_str(), reports[0].text.as_str()), ("c1", "5"));
 //! let reports = tokio.block_on(runtime.step_with(&model))?;

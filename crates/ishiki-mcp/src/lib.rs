@@ -103,7 +103,7 @@
 //! for tool in tools {
 //!     builder = builder.tool(tool); // `everything_get-tiny-image`, …
 //! }
-//! let runtime = builder.build()?;
+//! let runtime = builder.build().await?;
 //! # drop(runtime);
 //! # Ok(())
 //! # }

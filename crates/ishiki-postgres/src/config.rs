@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use ishiki_store::{StoreError, StoreErrorKind};
-use postgres::Config;
+use tokio_postgres::Config;
 
 use crate::MAX_CONVERSATION_BYTES;
 
@@ -77,8 +77,8 @@ pub fn socket_dirs(config: &Config) -> Vec<std::path::PathBuf> {
         .iter()
         .filter_map(|host| match host {
             #[cfg(unix)]
-            postgres::config::Host::Unix(path) => Some(path.clone()),
-            postgres::config::Host::Tcp(_) => None,
+            tokio_postgres::config::Host::Unix(path) => Some(path.clone()),
+            tokio_postgres::config::Host::Tcp(_) => None,
         })
         .collect()
 }

@@ -1,12 +1,14 @@
 //! One writer per conversation: the lease row (`ishiki_leases`, expiry and fencing token) a
 //! store takes when it opens, refusing, waiting or taking over while another runtime holds it.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use deadpool_postgres::Object;
 use ishiki_store::{StoreError, StoreErrorKind};
-use postgres::Client;
+use tokio_postgres::{Config, NoTls};
 
-use crate::{PostgresOptions, WhenHeld, db};
+use crate::{PostgresOptions, RELEASE_LIMIT, WhenHeld, db};
 
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -45,21 +47,72 @@ pub(crate) fn holder_is_gone(holder: &str, this_host: &str) -> bool {
     proc.join("self").exists() && !proc.join(pid.to_string()).exists()
 }
 
-/// Takes the lease of `conversation`, or says who holds it. Returns the new fencing token.
-pub(crate) fn acquire(
-    client: &mut Client,
+/// Ends a lease now (its token stays, so tokens only grow).
+pub(crate) const RELEASE: &str = "UPDATE ishiki_leases SET expires_at = '-infinity'
+     WHERE conversation = $1 AND token = $2";
+
+/// Lease releases under way in this process (dropped stores'), by conversation: an opener of
+/// the same conversation waits for them, so a store dropped and opened again in one process
+/// finds its own lease released, as it would if `Drop` could await.
+static RELEASING: Mutex<Vec<(String, tokio::sync::watch::Receiver<bool>)>> = Mutex::new(Vec::new());
+
+/// One release under way: dropping it (its task done, or dropped unrun by a runtime shutting
+/// down) lets the waiting openers go on.
+pub(crate) struct Releasing(tokio::sync::watch::Sender<bool>);
+
+impl Drop for Releasing {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+        RELEASING
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(_, done)| !*done.borrow());
+    }
+}
+
+pub(crate) fn releasing(conversation: &str) -> Releasing {
+    let (sender, receiver) = tokio::sync::watch::channel(false);
+    RELEASING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((conversation.to_owned(), receiver));
+    Releasing(sender)
+}
+
+/// Waits (at most [`RELEASE_LIMIT`] each) for this process's releases of `conversation`.
+pub(crate) async fn pending(conversation: &str) {
+    let waiting: Vec<_> = RELEASING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|(c, _)| c == conversation)
+        .map(|(_, done)| done.clone())
+        .collect();
+    for mut done in waiting {
+        let _ = tokio::time::timeout(RELEASE_LIMIT, done.wait_for(|done| *done)).await;
+    }
+}
+
+/// Takes the lease of `conversation`, or says who holds it (after [`pending`]: before taking
+/// a connection, which the release may need). Returns the new fencing token.
+pub(crate) async fn acquire(
+    client: &mut Object,
     conversation: &str,
     options: &PostgresOptions,
     lease_secs: f64,
 ) -> Result<i64, StoreError> {
     let started = Instant::now();
     loop {
-        let mut tx = client.transaction().map_err(db("cannot take the lease"))?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(db("cannot take the lease"))?;
         tx.execute(
             "INSERT INTO ishiki_leases (conversation, token, holder, expires_at)
              VALUES ($1, 0, '', '-infinity') ON CONFLICT (conversation) DO NOTHING",
             &[&conversation],
         )
+        .await
         .map_err(db("cannot take the lease"))?;
         let row = tx
             .query_one(
@@ -67,6 +120,7 @@ pub(crate) fn acquire(
                  WHERE conversation = $1 FOR UPDATE",
                 &[&conversation],
             )
+            .await
             .map_err(db("cannot take the lease"))?;
         let holder: String = row.try_get(0).map_err(db("cannot read the lease"))?;
         let live: bool = row.try_get(1).map_err(db("cannot read the lease"))?;
@@ -81,16 +135,17 @@ pub(crate) fn acquire(
                      WHERE conversation = $1 RETURNING token",
                     &[&conversation, &options.holder, &lease_secs],
                 )
+                .await
                 .map_err(db("cannot take the lease"))?;
             let token: i64 = row.try_get(0).map_err(db("cannot take the lease"))?;
-            tx.commit().map_err(db("cannot take the lease"))?;
+            tx.commit().await.map_err(db("cannot take the lease"))?;
             return Ok(token);
         }
-        tx.rollback().map_err(db("cannot take the lease"))?;
+        tx.rollback().await.map_err(db("cannot take the lease"))?;
         let waited = started.elapsed();
         match options.when_held {
             WhenHeld::Wait(limit) if waited < limit => {
-                std::thread::sleep(Duration::from_millis(100).min(limit - waited));
+                tokio::time::sleep(Duration::from_millis(100).min(limit - waited)).await;
             }
             WhenHeld::Wait(limit) => {
                 return Err(StoreError::new(
@@ -111,6 +166,30 @@ pub(crate) fn acquire(
             }
         }
     }
+}
+
+/// Ends the lease of `token` on `conversation` now, on a connection and a current-thread
+/// runtime of its own (a dropped store's; see its `Drop`), within [`RELEASE_LIMIT`]. Any
+/// failure is ignored: the lease then expires after its time to live.
+pub(crate) fn release(mut config: Config, conversation: &str, token: i64) {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    config.connect_timeout(RELEASE_LIMIT);
+    runtime.block_on(async {
+        let work = async {
+            let (client, connection) = config.connect(NoTls).await.ok()?;
+            let connection = tokio::spawn(connection);
+            let _ = client.execute(RELEASE, &[&conversation, &token]).await;
+            drop(client);
+            let _ = connection.await;
+            Some(())
+        };
+        let _ = tokio::time::timeout(RELEASE_LIMIT, work).await;
+    });
 }
 
 #[cfg(test)]

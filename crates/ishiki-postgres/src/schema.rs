@@ -1,8 +1,8 @@
 //! The tables of the PostgreSQL history store: versioned migrations (append only, applied
 //! under an advisory lock, a newer schema refused) and the statements every commit reuses.
 
+use deadpool_postgres::Object;
 use ishiki_store::{StoreError, StoreErrorKind};
-use postgres::{Client, Statement};
 
 use crate::{SCHEMA_VERSION, db};
 
@@ -68,15 +68,27 @@ DELETE FROM ishiki_state WHERE key = 'delivery';
 /// The advisory lock key that serializes migrations (any constant; "ishiki" in ASCII).
 const MIGRATION_LOCK: i64 = 0x6973_6869_6b69;
 
-/// Prepared once per connection; reused by every commit.
-pub(crate) struct Statements {
-    pub(crate) renew: Statement,
-    pub(crate) insert_message: Statement,
-    pub(crate) withdraw: Statement,
-    pub(crate) insert_attachment: Statement,
-    pub(crate) put_state: Statement,
-    pub(crate) put_meta: Statement,
-    pub(crate) put_delivery: Statement,
+/// The statements every commit runs, prepared once per connection (the pool's statement
+/// cache keeps them).
+pub(crate) mod sql {
+    pub(crate) const RENEW: &str =
+        "UPDATE ishiki_leases SET expires_at = now() + make_interval(secs => $3)
+         WHERE conversation = $1 AND token = $2";
+    pub(crate) const INSERT_MESSAGE: &str =
+        "INSERT INTO ishiki_messages (conversation, id, json) VALUES ($1, $2, $3)";
+    pub(crate) const WITHDRAW: &str = "UPDATE ishiki_messages SET withdrawn = true
+         WHERE conversation = $1 AND id = $2";
+    pub(crate) const INSERT_ATTACHMENT: &str =
+        "INSERT INTO ishiki_attachments (conversation, id, json) VALUES ($1, $2, $3)";
+    pub(crate) const PUT_STATE: &str =
+        "INSERT INTO ishiki_state (conversation, key, json) VALUES ($1, $2, $3)
+         ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json";
+    pub(crate) const PUT_META: &str =
+        "INSERT INTO ishiki_meta (conversation, key, json) VALUES ($1, $2, $3)
+         ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json";
+    pub(crate) const PUT_DELIVERY: &str =
+        "INSERT INTO ishiki_delivery (conversation, id, json) VALUES ($1, $2, $3)
+         ON CONFLICT (conversation, id) DO UPDATE SET json = excluded.json";
 }
 
 fn newer_schema(version: i32) -> StoreError {
@@ -88,10 +100,12 @@ fn newer_schema(version: i32) -> StoreError {
     )
 }
 
-pub(crate) fn migrate(client: &mut Client) -> Result<(), StoreError> {
+pub(crate) async fn migrate(client: &mut Object) -> Result<(), StoreError> {
     // The common case, without taking the migration lock: the schema is current. (An error
     // here, such as a missing table, just means the locked path below decides.)
-    if let Ok(row) = client.query_one("SELECT max(version) FROM ishiki_schema", &[])
+    if let Ok(row) = client
+        .query_one("SELECT max(version) FROM ishiki_schema", &[])
+        .await
         && let Ok(Some(version)) = row.try_get::<_, Option<i32>>(0)
     {
         if version == SCHEMA_VERSION {
@@ -101,8 +115,9 @@ pub(crate) fn migrate(client: &mut Client) -> Result<(), StoreError> {
             return Err(newer_schema(version));
         }
     }
-    let mut tx = client
+    let tx = client
         .transaction()
+        .await
         .map_err(db("cannot migrate the schema"))?;
     tx.batch_execute(&format!(
         "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
@@ -111,9 +126,11 @@ pub(crate) fn migrate(client: &mut Client) -> Result<(), StoreError> {
              applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
          );"
     ))
+    .await
     .map_err(db("cannot migrate the schema"))?;
     let row = tx
         .query_one("SELECT coalesce(max(version), 0) FROM ishiki_schema", &[])
+        .await
         .map_err(db("cannot read the schema version"))?;
     let version: i32 = row
         .try_get(0)
@@ -126,39 +143,11 @@ pub(crate) fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .skip(usize::try_from(version).unwrap_or(0))
     {
         tx.batch_execute(sql)
+            .await
             .map_err(db("cannot migrate the schema"))?;
         tx.execute("INSERT INTO ishiki_schema (version) VALUES ($1)", &[&n])
+            .await
             .map_err(db("cannot migrate the schema"))?;
     }
-    tx.commit().map_err(db("cannot migrate the schema"))
-}
-
-pub(crate) fn prepare(client: &mut Client) -> Result<Statements, StoreError> {
-    let mut p = |sql: &str| client.prepare(sql).map_err(db("cannot prepare"));
-    Ok(Statements {
-        renew: p(
-            "UPDATE ishiki_leases SET expires_at = now() + make_interval(secs => $3)
-             WHERE conversation = $1 AND token = $2",
-        )?,
-        insert_message: p(
-            "INSERT INTO ishiki_messages (conversation, id, json) VALUES ($1, $2, $3)",
-        )?,
-        withdraw: p("UPDATE ishiki_messages SET withdrawn = true
-             WHERE conversation = $1 AND id = $2")?,
-        insert_attachment: p(
-            "INSERT INTO ishiki_attachments (conversation, id, json) VALUES ($1, $2, $3)",
-        )?,
-        put_state: p(
-            "INSERT INTO ishiki_state (conversation, key, json) VALUES ($1, $2, $3)
-             ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
-        )?,
-        put_meta: p(
-            "INSERT INTO ishiki_meta (conversation, key, json) VALUES ($1, $2, $3)
-             ON CONFLICT (conversation, key) DO UPDATE SET json = excluded.json",
-        )?,
-        put_delivery: p(
-            "INSERT INTO ishiki_delivery (conversation, id, json) VALUES ($1, $2, $3)
-             ON CONFLICT (conversation, id) DO UPDATE SET json = excluded.json",
-        )?,
-    })
+    tx.commit().await.map_err(db("cannot migrate the schema"))
 }

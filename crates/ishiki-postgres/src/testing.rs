@@ -28,7 +28,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use postgres::{Config, NoTls};
+use tokio_postgres::{Config, NoTls};
 
 /// The port only names the socket file (`.s.PGSQL.<port>`); the server listens on no TCP port.
 pub const PORT: u16 = 5432;
@@ -181,14 +181,27 @@ impl TestCluster {
     pub fn create_database(&self) -> Result<String, String> {
         let name = format!("test_{}", self.next.fetch_add(1, Ordering::Relaxed));
         let admin = self.url("postgres");
+        // On a thread and runtime of its own: the caller may be inside a runtime.
         std::thread::scope(|scope| {
             scope
                 .spawn(|| -> Result<(), String> {
-                    let config = Config::from_str(&admin).map_err(|e| e.to_string())?;
-                    let mut client = config.connect(NoTls).map_err(|e| e.to_string())?;
-                    client
-                        .batch_execute(&format!("CREATE DATABASE {name}"))
-                        .map_err(|e| format!("cannot create database {name}: {e}"))
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| e.to_string())?;
+                    runtime.block_on(async {
+                        let config = Config::from_str(&admin).map_err(|e| e.to_string())?;
+                        let (client, connection) =
+                            config.connect(NoTls).await.map_err(|e| e.to_string())?;
+                        let connection = tokio::spawn(connection);
+                        let created = client
+                            .batch_execute(&format!("CREATE DATABASE {name}"))
+                            .await
+                            .map_err(|e| format!("cannot create database {name}: {e}"));
+                        drop(client);
+                        let _ = connection.await;
+                        created
+                    })
                 })
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))

@@ -17,19 +17,21 @@
 //! use ishiki_store::{Batch, HistoryStore, MemoryStore, StoreErrorKind, StoredMessage};
 //! use serde_json::json;
 //!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let mut store = MemoryStore::new();
 //! let hello = StoredMessage { id: "m1".into(), json: json!({ "text": "hello" }) };
-//! store.commit(&Batch { messages: vec![hello.clone()], ..Batch::default() })?;
+//! store.commit(&Batch { messages: vec![hello.clone()], ..Batch::default() }).await?;
 //!
 //! // An id is stored once; a refused batch changes nothing.
 //! let again = Batch {
 //!     messages: vec![StoredMessage { id: "m2".into(), json: json!({}) }, hello.clone()],
 //!     ..Batch::default()
 //! };
-//! let error = store.commit(&again).unwrap_err();
+//! let error = store.commit(&again).await.unwrap_err();
 //! assert_eq!(error.kind(), StoreErrorKind::DuplicateId);
-//! assert_eq!(store.load()?.messages, [(hello, false)]);
+//! assert_eq!(store.load().await?.messages, [(hello, false)]);
 //! # Ok::<(), ishiki_store::StoreError>(())
+//! # }).unwrap();
 //! ```
 
 use std::collections::{BTreeMap, HashSet};
@@ -42,20 +44,34 @@ use serde_json::Value;
 /// [`load`](HistoryStore::load) return exactly what earlier commits wrote, in commit order.
 /// A store shared by several machines (PostgreSQL) also keeps one writer per conversation: it
 /// refuses the commits of a writer that lost its lease with [`StoreErrorKind::Lease`].
-pub trait HistoryStore: Send + fmt::Debug {
+///
+/// The methods are async so a networked store waits for its server without holding a thread
+/// of the caller's runtime. **A commit must be cancel-safe:** the caller may drop its future
+/// at any await (a step cancelled by its embedder, a timeout), and the store must then be as
+/// if the commit never started, or (when the drop lands after the database received its
+/// `COMMIT` and before the reply came back) report the next call's outcome honestly: a store
+/// that cannot know whether a commit landed says so with [`StoreErrorKind::InDoubt`] rather
+/// than guessing. An embedded store whose calls cannot be cut (SQLite) may run a commit
+/// within one poll on a blocking-thread boundary; then there is no await to drop it at.
+#[async_trait::async_trait]
+pub trait HistoryStore: Send + Sync + fmt::Debug {
     /// Everything stored: messages in commit order (with their withdrawn flag), attachment
     /// records in commit order, the latest delivery state and catalog, and metadata.
-    fn load(&self) -> Result<StoredState, StoreError>;
+    async fn load(&self) -> Result<StoredState, StoreError>;
 
-    /// Applies `batch` in one transaction: all of it, or (on error) none of it.
-    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
+    /// Applies `batch` in one transaction: all of it, or (on error, or when the future is
+    /// dropped before it completes) none of it.
+    async fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
 
     /// The messages committed after the first `after` ones, in commit order with their
     /// withdrawn flags: what a reader that already holds the first `after` needs, without
     /// reading (and decoding) the whole history again. The default loads everything and skips;
     /// stores that can read a range override it.
-    fn load_messages_since(&self, after: usize) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
-        let mut messages = self.load()?.messages;
+    async fn load_messages_since(
+        &self,
+        after: usize,
+    ) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
+        let mut messages = self.load().await?.messages;
         Ok(messages.split_off(after.min(messages.len())))
     }
 }
@@ -186,6 +202,11 @@ pub enum StoreErrorKind {
     /// A history that must exist is not there: the database file is missing, empty, or has no
     /// tables (`ishiki_core::SqliteStore::open_existing`).
     Missing,
+    /// A commit's outcome is unknown: the connection was lost (or the commit's future was
+    /// dropped) after the database was asked to commit and before it answered. The batch is
+    /// either wholly stored or not at all; reload to find out which. A networked store
+    /// (PostgreSQL) reports it; an embedded one never does.
+    InDoubt,
 }
 
 /// An error from a [`HistoryStore`]. A failed commit has changed nothing.

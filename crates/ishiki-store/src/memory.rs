@@ -29,12 +29,13 @@ impl MemoryStore {
     }
 }
 
+#[async_trait::async_trait]
 impl HistoryStore for MemoryStore {
-    fn load(&self) -> Result<StoredState, StoreError> {
+    async fn load(&self) -> Result<StoredState, StoreError> {
         Ok(self.with_state(|state| state.clone()))
     }
 
-    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
+    async fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
         batch.check_ids()?;
         self.with_state(|state| {
             // Validate everything first, then apply: all or nothing.

@@ -359,8 +359,8 @@ fn chat_keeps_history_in_postgres_with_store() {
 /// Issue 24: after a crash on another machine (or the database's, mid-step) the conversation's
 /// lease blocked chat until it expired and the error said "take it over" with no way to.
 /// `--take-over` does, and the error names it.
-#[test]
-fn chat_takes_a_held_conversation_over_with_take_over() {
+#[tokio::test]
+async fn chat_takes_a_held_conversation_over_with_take_over() {
     let (base, _seen) = replay(vec![
         r#"{"id":"r1","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"mine now"}}]}"#.to_owned(),
     ]);
@@ -387,6 +387,7 @@ fn chat_takes_a_held_conversation_over_with_take_over() {
             ..ishiki_postgres::PostgresOptions::default()
         },
     )
+    .await
     .expect("the other runtime holds the lease");
     let store = ["--store", url.as_str(), "--conversation", "held"];
     let refused = chat_process(dir.path(), "state-a", &store, &[], "hello\n");

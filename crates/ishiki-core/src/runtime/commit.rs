@@ -105,7 +105,7 @@ impl Runtime {
 
     /// Commits the model's response together with the delivery state of the request it
     /// answered, in one store transaction (PRJ-13). Returns the calls to execute.
-    pub fn commit(
+    pub async fn commit(
         &mut self,
         prepared: Prepared,
         response: ModelResponse,
@@ -212,7 +212,8 @@ impl Runtime {
         }
         Meta::Step.put(&mut batch, &step)?;
         Meta::PendingCalls.put(&mut batch, &planned)?;
-        self.commit_batch(&batch, "cannot store the response")?;
+        self.commit_batch(&batch, "cannot store the response")
+            .await?;
         self.catalog_committed(batch);
         self.step = step;
         self.delivery.commit(&prepared.pending);

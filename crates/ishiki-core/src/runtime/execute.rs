@@ -27,6 +27,8 @@ impl Runtime {
     /// as interrupted ("may or may not have taken effect"), exactly as a runtime reopened from
     /// the store would, and runs none of them a second time.
     pub async fn execute(&mut self) -> Result<Vec<CallReport>, RuntimeError> {
+        // Whether calls wait depends on what the store holds, which a cut commit left unknown.
+        self.refuse_in_doubt()?;
         if self.planned.is_empty() {
             return Ok(Vec::new());
         }
@@ -34,7 +36,7 @@ impl Runtime {
             // The last `execute` of these calls was dropped or failed before storing their
             // results: some may have run. Answered as a reopened runtime would, never run twice.
             let planned = std::mem::take(&mut self.planned);
-            let reports = match self.answer_interrupted(&planned) {
+            let reports = match self.answer_interrupted(&planned).await {
                 Ok(reports) => reports,
                 Err(e) => {
                     self.planned = planned;
@@ -65,7 +67,8 @@ impl Runtime {
         }
         self.put_catalog(&mut batch, &self.announced)?;
         Meta::PendingCalls.put(&mut batch, &[] as &[super::PlannedCall])?;
-        self.commit_batch(&batch, "cannot store the tool results")?;
+        self.commit_batch(&batch, "cannot store the tool results")
+            .await?;
         self.catalog_committed(batch);
         self.planned.clear();
         self.executing = false;
@@ -144,7 +147,7 @@ impl Runtime {
             }
             match model.respond(&prepared.request).await {
                 Ok(response) => {
-                    self.commit(prepared, response)?;
+                    self.commit(prepared, response).await?;
                     return self.execute().await;
                 }
                 Err(reason)

@@ -259,9 +259,10 @@ impl RuntimeBuilder {
         state_dir::check_stores(&stores, &roots)
     }
 
-    /// Opens the state directory and restores the runtime from it.
-    pub fn build(self) -> Result<Runtime, RuntimeError> {
-        Runtime::open(self)
+    /// Opens the state directory and restores the runtime from it (loading the history
+    /// store, and storing results for calls a crash or a cut step left without them).
+    pub async fn build(self) -> Result<Runtime, RuntimeError> {
+        Runtime::open(self).await
     }
 }
 
@@ -412,10 +413,11 @@ pub struct Runtime {
     /// from a definition's `origin` label, which any tool may set.
     tools: Registry,
     sandbox: Option<builtin::Sandbox>,
-    /// Behind a mutex only so that `Runtime` is `Sync` (stores need only be `Send`), which lets
-    /// `execute` run in a task on a multi-threaded executor; every use has `&mut self`, so the
-    /// lock is never contended (`get_mut`).
-    store: Mutex<Box<dyn HistoryStore>>,
+    store: Box<dyn HistoryStore>,
+    /// Set while a commit is awaited, cleared when the store answers: still set on the next
+    /// call means that commit's future was dropped (the step was cancelled) after the store
+    /// may have started it, so whether it landed is unknown (`commit_batch`).
+    in_doubt: Option<String>,
     history: history::History,
     records: Vec<AttachmentRecord>,
     not_downloaded: BTreeMap<String, String>,
@@ -485,17 +487,35 @@ impl Runtime {
 
     /// Commits `batch`, after checking that the state directory is still the one opened (a
     /// moved or deleted state directory stops the step with an error naming it).
-    fn commit_batch(&mut self, batch: &Batch, context: &str) -> Result<(), RuntimeError> {
+    ///
+    /// Cancel-safe the only way it can be: the store's commit is all or nothing even when
+    /// its future is dropped, but then this runtime cannot know which one it was (a networked
+    /// store may have committed before the reply was lost). So the commit is marked in doubt
+    /// while it is awaited; a runtime whose commit was cut refuses every later request and
+    /// write ([`Runtime::refuse_in_doubt`]) until it is reopened from its store, which holds
+    /// exactly what landed.
+    async fn commit_batch(&mut self, batch: &Batch, context: &str) -> Result<(), RuntimeError> {
+        self.refuse_in_doubt()?;
         self.state_identity.check()?;
-        let store = self.store_mut();
-        blocking(|| store.commit(batch)).map_err(|e| RuntimeError::store(context, &e))
+        self.in_doubt = Some(context.to_owned());
+        let outcome = self.store.commit(batch).await;
+        // The store answered: the outcome is known, whatever it is (an `InDoubt` error from
+        // the store says so itself, and marks the runtime as doubtful too).
+        self.in_doubt = match &outcome {
+            Err(e) if e.kind() == crate::store::StoreErrorKind::InDoubt => Some(context.to_owned()),
+            _ => None,
+        };
+        outcome.map_err(|e| RuntimeError::store(context, &e))
     }
 
-    fn store_mut(&mut self) -> &mut dyn HistoryStore {
-        &mut **self
-            .store
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Refuses to go on after a commit whose outcome is unknown (its future was dropped while
+    /// the store worked, or the store lost the reply): the runtime's memory may disagree with
+    /// the store, and only reopening reads what the store holds.
+    pub(super) fn refuse_in_doubt(&self) -> Result<(), RuntimeError> {
+        match &self.in_doubt {
+            None => Ok(()),
+            Some(context) => Err(RuntimeError::in_doubt(context)),
+        }
     }
 
     /// The resource center (to register more handlers at run time, RES-2).
@@ -643,19 +663,6 @@ struct MessageRecord {
     /// diagnosis.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     input_transformations: Vec<Value>,
-}
-
-/// Runs synchronous store work (a commit's fsync, a PostgreSQL round trip). On a
-/// multi-threaded Tokio runtime the calling worker first hands its other tasks to another
-/// worker (`block_in_place`), so the wait stalls only this conversation, not every task queued
-/// behind it on the same worker; on any other runtime, or none, it runs in place.
-pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
-    }
 }
 
 /// The delivery state of single records as the store keeps them: each row of `state`,

@@ -28,7 +28,7 @@ use crate::store::{Batch, HistoryStore, StoreErrorKind};
 use crate::{builtin, decode, state_dir};
 
 impl Runtime {
-    pub(super) fn open(b: RuntimeBuilder) -> Result<Self, RuntimeError> {
+    pub(super) async fn open(b: RuntimeBuilder) -> Result<Self, RuntimeError> {
         let dir = &b.state_dir;
         b.check_store_locations()?;
         let workspace_root = b.workspace_dir();
@@ -155,7 +155,7 @@ impl Runtime {
         };
         // A row the store itself could not read is damage (its message names table and row);
         // RuntimeError::store gives it that kind and keeps the store's own.
-        let stored = super::blocking(|| store.load()).map_err(|e| {
+        let stored = store.load().await.map_err(|e| {
             let context = match e.kind() {
                 StoreErrorKind::Corrupt => "the history store is damaged",
                 _ => "cannot load the history store",
@@ -238,7 +238,8 @@ impl Runtime {
             outlet: Outlet::new(artifacts).with_budget(b.budget),
             tools: registry,
             sandbox,
-            store: Mutex::new(store),
+            store,
+            in_doubt: None,
             history,
             records,
             not_downloaded,
@@ -260,7 +261,7 @@ impl Runtime {
             state_identity,
             _state_lock: state_lock,
         };
-        runtime.answer_interrupted(&interrupted)?;
+        runtime.answer_interrupted(&interrupted).await?;
         Ok(runtime)
     }
 
@@ -268,7 +269,7 @@ impl Runtime {
     /// committing its results, or an `execute` that was dropped (cancelled) or failed before
     /// storing them — are answered with an error the model can act on, so history stays
     /// well-formed and nothing runs twice behind the model's back (SEC-4).
-    pub(super) fn answer_interrupted(
+    pub(super) async fn answer_interrupted(
         &mut self,
         calls: &[PlannedCall],
     ) -> Result<Vec<CallReport>, RuntimeError> {
@@ -295,7 +296,8 @@ impl Runtime {
         let mut batch = Batch::default();
         batch.messages.push(stored_message(&message)?);
         Meta::PendingCalls.put(&mut batch, &[] as &[PlannedCall])?;
-        self.commit_batch(&batch, "cannot store the interrupted results")?;
+        self.commit_batch(&batch, "cannot store the interrupted results")
+            .await?;
         self.history.push(Entry::new(Arc::new(message), false));
         Ok(reports)
     }

@@ -43,7 +43,7 @@ impl Runtime {
     /// resources (when within `assets.autoDownloadMaxBytes`, RES-9) and attachment records of
     /// lifetime `once` (unless `messageImageInput` is off). Returns each image as registered;
     /// one that was not downloaded has the URL `inbound:<message id>/<n>`.
-    pub fn add_user_message(
+    pub async fn add_user_message(
         &mut self,
         id: &str,
         text: &str,
@@ -140,7 +140,8 @@ impl Runtime {
                 .push(stored_record(&record, not_downloaded)?);
             new_records.push(record);
         }
-        self.commit_batch(&batch, "cannot store the message")?;
+        self.commit_batch(&batch, "cannot store the message")
+            .await?;
         self.history.push(Entry::new(Arc::new(message), false));
         self.records.extend(new_records);
         Ok(inbound)
@@ -152,7 +153,7 @@ impl Runtime {
     }
 
     /// Withdraws a platform message: it and its attachments leave the context (PRJ-7, PRJ-11).
-    pub fn withdraw(&mut self, id: &str) -> Result<(), RuntimeError> {
+    pub async fn withdraw(&mut self, id: &str) -> Result<(), RuntimeError> {
         let Some(index) = self.history.position(id) else {
             return Err(RuntimeError::new(
                 RuntimeErrorKind::Usage,
@@ -163,7 +164,8 @@ impl Runtime {
             withdrawn: vec![id.to_owned()],
             ..Batch::default()
         };
-        self.commit_batch(&batch, "cannot store the withdrawal")?;
+        self.commit_batch(&batch, "cannot store the withdrawal")
+            .await?;
         self.history.withdraw(index);
         Ok(())
     }
@@ -208,6 +210,8 @@ impl Runtime {
         &mut self,
         context: Option<ContextState>,
     ) -> Result<Prepared, RuntimeError> {
+        // First: after a commit cut in doubt, even whether calls wait is unknown.
+        self.refuse_in_doubt()?;
         // A request with calls that have no results is malformed, and committing another
         // response would drop the waiting calls for good.
         self.refuse_while_calls_wait("preparing the next request")?;

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::types::ValueRef;
@@ -69,7 +70,9 @@ DELETE FROM state WHERE key = 'delivery';
 /// Opening a file left by a crashed process recovers it (SQLite replays or discards the WAL).
 #[derive(Debug)]
 pub struct SqliteStore {
-    conn: Connection,
+    /// Behind a mutex only so the store is `Sync` (the trait's futures are `Send`); `commit`
+    /// takes `&mut self` and never locks it.
+    conn: Mutex<Connection>,
 }
 
 impl SqliteStore {
@@ -206,7 +209,9 @@ impl SqliteStore {
             }
         }
         tx.commit().map_err(db_error)?;
-        Ok(Self { conn })
+        Ok(Self {
+            conn: Mutex::new(conn),
+        })
     }
 }
 
@@ -339,10 +344,40 @@ fn is_unique_violation(error: &rusqlite::Error) -> bool {
     )
 }
 
+/// SQLite is synchronous: each call runs whole within one poll, on the blocking-thread
+/// boundary of [`blocking`] (`block_in_place` on a multi-thread runtime, so the
+/// worker's other tasks move to another thread while the disk works). A call therefore has no
+/// await at which its future could be dropped half-way: a commit's future either never
+/// started or finished, which is the trait's cancel-safety rule.
+#[async_trait::async_trait]
 impl HistoryStore for SqliteStore {
-    fn load(&self) -> Result<StoredState, StoreError> {
+    async fn load(&self) -> Result<StoredState, StoreError> {
+        blocking(|| self.load_now())
+    }
+
+    async fn load_messages_since(
+        &self,
+        after: usize,
+    ) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
+        blocking(|| self.messages_since_now(after))
+    }
+
+    async fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
+        blocking(|| self.commit_now(batch))
+    }
+}
+
+impl SqliteStore {
+    fn connection(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves at most an open transaction, which rusqlite
+        // rolls back when it drops; the connection stays usable.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn load_now(&self) -> Result<StoredState, StoreError> {
+        let conn = self.connection();
         // One read transaction: a consistent snapshot even if another connection commits.
-        let tx = self.conn.unchecked_transaction().map_err(db_error)?;
+        let tx = conn.unchecked_transaction().map_err(db_error)?;
         let mut state = StoredState::default();
 
         let mut statement = tx
@@ -398,11 +433,11 @@ impl HistoryStore for SqliteStore {
         Ok(state)
     }
 
-    fn load_messages_since(&self, after: usize) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
+    fn messages_since_now(&self, after: usize) -> Result<Vec<(StoredMessage, bool)>, StoreError> {
         // Skipping rows in the primary-key order reads none of the skipped JSON.
         let offset = i64::try_from(after).unwrap_or(i64::MAX);
-        let mut statement = self
-            .conn
+        let conn = self.connection();
+        let mut statement = conn
             .prepare_cached(
                 "SELECT seq, id, json, withdrawn FROM messages ORDER BY seq LIMIT -1 OFFSET ?1",
             )
@@ -415,7 +450,7 @@ impl HistoryStore for SqliteStore {
         Ok(messages)
     }
 
-    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
+    fn commit_now(&mut self, batch: &Batch) -> Result<(), StoreError> {
         batch.check_ids()?;
         if batch.is_empty() {
             return Ok(());
@@ -423,6 +458,8 @@ impl HistoryStore for SqliteStore {
         // Dropping `tx` on any early return rolls the whole batch back.
         let tx = self
             .conn
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_error)?;
         {
@@ -499,5 +536,18 @@ impl HistoryStore for SqliteStore {
             )?;
         }
         tx.commit().map_err(db_error)
+    }
+}
+
+/// Runs synchronous store work (a commit's fsync): the blocking-thread boundary. On a
+/// multi-threaded Tokio runtime the calling worker first hands its other tasks to another
+/// worker (`block_in_place`), so the wait stalls only this conversation, not every task queued
+/// behind it on the same worker; on any other runtime, or none, it runs in place.
+pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
     }
 }

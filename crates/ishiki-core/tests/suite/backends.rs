@@ -2,7 +2,9 @@
 //! memory and PostgreSQL (a throwaway cluster shared by this test binary, a fresh database per
 //! backend). One test body takes a [`Backend`] and must pass on each.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use ishiki_core::{Assembly, Clock, Durability, HistoryStore, MemoryStore, Runtime, SqliteStore};
@@ -12,22 +14,31 @@ use ishiki_postgres::{PostgresOptions, PostgresStore};
 /// One history, opened again at every [`open`](Backend::open) (a reopen after a restart).
 pub(crate) struct Backend {
     pub(crate) name: &'static str,
-    open: Box<dyn Fn() -> Box<dyn HistoryStore>>,
+    open: Box<dyn Fn() -> Opening>,
 }
+
+/// A store being opened (PostgreSQL connects).
+type Opening = Pin<Box<dyn Future<Output = Box<dyn HistoryStore>> + Send>>;
 
 impl Backend {
     /// Opens the history again. A PostgreSQL store holds the conversation's lease until it is
     /// dropped, so drop the previous one first.
-    pub(crate) fn open(&self) -> Box<dyn HistoryStore> {
-        (self.open)()
+    pub(crate) async fn open(&self) -> Box<dyn HistoryStore> {
+        (self.open)().await
     }
 
     /// A runtime on `dir` (artifacts, assets, workspace) whose history is this backend's.
-    pub(crate) fn runtime(&self, dir: &Path, assembly: Assembly, clock: Arc<dyn Clock>) -> Runtime {
+    pub(crate) async fn runtime(
+        &self,
+        dir: &Path,
+        assembly: Assembly,
+        clock: Arc<dyn Clock>,
+    ) -> Runtime {
         Runtime::builder(assembly, dir)
             .clock(clock)
-            .store(self.open())
+            .store(self.open().await)
             .build()
+            .await
             .unwrap_or_else(|e| panic!("{}: the runtime builds: {e}", self.name))
     }
 }
@@ -53,7 +64,8 @@ pub(crate) fn sqlite() -> Backend {
         name: "sqlite",
         open: Box::new(move || {
             let _keep = &dir;
-            Box::new(SqliteStore::open(&path, Durability::Normal).expect("sqlite opens"))
+            let store = SqliteStore::open(&path, Durability::Normal).expect("sqlite opens");
+            Box::pin(async move { Box::new(store) as Box<dyn HistoryStore> })
         }),
     }
 }
@@ -62,7 +74,10 @@ pub(crate) fn memory() -> Backend {
     let store = MemoryStore::new();
     Backend {
         name: "memory",
-        open: Box::new(move || Box::new(store.clone())),
+        open: Box::new(move || {
+            let store = store.clone();
+            Box::pin(async move { Box::new(store) as Box<dyn HistoryStore> })
+        }),
     }
 }
 
@@ -77,10 +92,14 @@ pub(crate) fn postgres() -> Option<Backend> {
     Some(Backend {
         name: "postgres",
         open: Box::new(move || {
-            Box::new(
-                PostgresStore::connect(&url, "conversation-1", &PostgresOptions::default())
-                    .unwrap_or_else(|e| panic!("postgres opens: {e}")),
-            )
+            let url = url.clone();
+            Box::pin(async move {
+                Box::new(
+                    PostgresStore::connect(&url, "conversation-1", &PostgresOptions::default())
+                        .await
+                        .unwrap_or_else(|e| panic!("postgres opens: {e}")),
+                ) as Box<dyn HistoryStore>
+            })
         }),
     })
 }

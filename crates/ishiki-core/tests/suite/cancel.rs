@@ -22,9 +22,9 @@ use super::runtime::{assembly, clock_at};
 
 /// Polls `future` at most `polls` times; `None` when it was still pending then (it is dropped
 /// there, at whatever await it had reached).
-struct Cut<F> {
-    future: Pin<Box<F>>,
-    polls: usize,
+pub(crate) struct Cut<F> {
+    pub(crate) future: Pin<Box<F>>,
+    pub(crate) polls: usize,
 }
 
 impl<F: Future> Future for Cut<F> {
@@ -43,7 +43,7 @@ impl<F: Future> Future for Cut<F> {
 }
 
 /// Awaits, yielding `n` times first: each yield is an await a cancellation can land on.
-async fn yields(n: usize) {
+pub(crate) async fn yields(n: usize) {
     for _ in 0..n {
         tokio::task::yield_now().await;
     }
@@ -52,7 +52,7 @@ async fn yields(n: usize) {
 /// Answers by the request's length: a call of `slow`, a `search`, a call of the deferred
 /// `hidden` once found, then text; the cycle repeats. Each answer takes three awaits.
 #[derive(Debug, Default)]
-struct Model4 {
+pub(crate) struct Model4 {
     answered: AtomicUsize,
 }
 
@@ -80,7 +80,7 @@ impl Model for Model4 {
 
 /// A resident tool that takes four awaits.
 #[derive(Debug)]
-struct Slow;
+pub(crate) struct Slow;
 
 #[async_trait]
 impl Tool for Slow {
@@ -101,7 +101,7 @@ impl Tool for Slow {
 
 /// A deferred tool, found with `search`.
 #[derive(Debug)]
-struct Hidden;
+pub(crate) struct Hidden;
 
 #[async_trait]
 impl Tool for Hidden {
@@ -119,18 +119,19 @@ impl Tool for Hidden {
     }
 }
 
-fn open(dir: &std::path::Path) -> Runtime {
+async fn open(dir: &std::path::Path) -> Runtime {
     Runtime::builder(assembly("toolsearch: { enable: true }\n", "seeing"), dir)
         .clock(clock_at(Duration::ZERO))
         .durability(Durability::Normal)
         .tool(Arc::new(Slow))
         .tool(Arc::new(Hidden))
         .build()
+        .await
         .expect("the runtime builds")
 }
 
 /// Every call in the request has exactly one result.
-fn calls_answered(request: &Request) -> Result<(), String> {
+pub(crate) fn calls_answered(request: &Request) -> Result<(), String> {
     let mut calls = Vec::new();
     let mut results = Vec::new();
     for part in request.messages.iter().flat_map(|m| &m.content) {
@@ -156,8 +157,10 @@ async fn the_step_after_a_cut_one_just_works() {
     for polls in 0..40 {
         let dir = tempfile::tempdir().expect("tempdir");
         let model = Model4::default();
-        let mut rt = open(dir.path());
-        rt.add_user_message("m", "go", &[]).expect("user message");
+        let mut rt = open(dir.path()).await;
+        rt.add_user_message("m", "go", &[])
+            .await
+            .expect("user message");
         let cut = Cut {
             future: Box::pin(rt.step_with(&model)),
             polls,
@@ -188,14 +191,16 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
     for (warm, polls) in (0..4).flat_map(|warm| (0..40).map(move |polls| (warm, polls))) {
         let dir = tempfile::tempdir().expect("tempdir");
         let model = Model4::default();
-        let mut rt = open(dir.path());
+        let mut rt = open(dir.path()).await;
         // Some history first.
         for k in 0..warm + 4 {
             rt.add_user_message(&format!("warm{k}"), "go", &[])
+                .await
                 .expect("user message");
             rt.step_with(&model).await.expect("a whole step");
         }
         rt.add_user_message("m", "go on", &[])
+            .await
             .expect("user message");
         let finished = Cut {
             future: Box::pin(rt.step_with(&model)),
@@ -229,7 +234,7 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
         drop(rt);
 
         // Reopened from the store: what was committed, and nothing else.
-        let mut reopened = open(dir.path());
+        let mut reopened = open(dir.path()).await;
         let request = reopened
             .prepare()
             .unwrap_or_else(|e| panic!("cut at poll {polls} of step kind {warm}: reopening: {e}"))
@@ -239,6 +244,7 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
         // And the reopened runtime steps on.
         reopened
             .add_user_message("after", "and now?", &[])
+            .await
             .expect("user message");
         reopened.step_with(&model).await.unwrap_or_else(|e| {
             panic!("cut at poll {polls} of step kind {warm}: the next step: {e}")
@@ -287,8 +293,10 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
 #[tokio::test]
 async fn a_second_response_is_refused_while_the_first_ones_calls_wait() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = open(dir.path());
-    rt.add_user_message("m", "go", &[]).expect("user message");
+    let mut rt = open(dir.path()).await;
+    rt.add_user_message("m", "go", &[])
+        .await
+        .expect("user message");
     let first = rt.prepare().expect("a request");
     let second = rt.prepare().expect("another request");
     let call = ToolCall {
@@ -297,9 +305,11 @@ async fn a_second_response_is_refused_while_the_first_ones_calls_wait() {
         input: json!({ "n": 1 }),
     };
     rt.commit(first, ModelResponse::from_calls([call]))
+        .await
         .expect("the first response");
     let error = rt
         .commit(second, ModelResponse::from_text("done"))
+        .await
         .expect_err("refused while c1 waits");
     assert_eq!(error.kind(), RuntimeErrorKind::Usage);
     assert!(

@@ -50,7 +50,7 @@ impl Tool for Report {
 
 const PROFILE: &str = "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.8 }\n";
 
-fn open(dir: &Path, profile: &str, window: u64) -> Runtime {
+async fn open(dir: &Path, profile: &str, window: u64) -> Runtime {
     Runtime::builder(assembly(profile, "seeing"), dir)
         .clock(clock_at(Duration::ZERO))
         .codemode_worker(WorkerSpawn::InProcess)
@@ -61,6 +61,7 @@ fn open(dir: &Path, profile: &str, window: u64) -> Runtime {
         })
         .tool(Arc::new(Report))
         .build()
+        .await
         .expect("the runtime builds")
 }
 
@@ -96,7 +97,7 @@ fn result_text<'r>(request: &'r Request, call_id: &str) -> Option<&'r str> {
 
 /// Commits `response` to `prepared`, runs its calls, returns the first call's result text.
 async fn finish(rt: &mut Runtime, prepared: Prepared, response: ModelResponse) -> Vec<String> {
-    rt.commit(prepared, response).expect("commit");
+    rt.commit(prepared, response).await.expect("commit");
     rt.execute()
         .await
         .expect("execute")
@@ -108,8 +109,9 @@ async fn finish(rt: &mut Runtime, prepared: Prepared, response: ModelResponse) -
 #[tokio::test]
 async fn past_fold_at_the_oldest_results_become_stubs_whose_url_reads_back_the_exact_text() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = open(dir.path(), PROFILE, 16_000);
+    let mut rt = open(dir.path(), PROFILE, 16_000).await;
     rt.add_user_message("m1", "survey the reports", &[])
+        .await
         .expect("message");
     let mut seen = Vec::new();
     let mut folded_at = None;
@@ -158,6 +160,7 @@ async fn past_fold_at_the_oldest_results_become_stubs_whose_url_reads_back_the_e
 /// Runs `steps` report calls of `lines` lines each after one user message.
 async fn session(rt: &mut Runtime, steps: u64, lines: u64) {
     rt.add_user_message("m1", "survey the reports", &[])
+        .await
         .expect("message");
     for k in 1..=steps {
         let prepared = rt.prepare().expect("prepare");
@@ -176,12 +179,12 @@ async fn a_reopened_runtime_projects_the_identical_request_after_folds_and_a_com
         // Dropped without a commit: nothing of this request is stored.
     };
     let folded = {
-        let mut rt = open(dir.path(), profile, 16_000);
+        let mut rt = open(dir.path(), profile, 16_000).await;
         session(&mut rt, 5, 250).await;
         next(&mut rt)
     };
     assert!(folded.contains("[folded"), "the session folded");
-    let mut rt = open(dir.path(), profile, 16_000);
+    let mut rt = open(dir.path(), profile, 16_000).await;
     assert_eq!(next(&mut rt), folded);
     // Results of a never-folded tool fill the window until compaction must come.
     let mut compacted = false;
@@ -202,7 +205,7 @@ async fn a_reopened_runtime_projects_the_identical_request_after_folds_and_a_com
     assert!(compacted, "the session compacted");
     let before = next(&mut rt);
     drop(rt);
-    let mut rt = open(dir.path(), profile, 16_000);
+    let mut rt = open(dir.path(), profile, 16_000).await;
     assert_eq!(next(&mut rt), before);
     assert!(before.contains("context-summary"));
 }
@@ -211,8 +214,9 @@ async fn a_reopened_runtime_projects_the_identical_request_after_folds_and_a_com
 async fn compaction_replaces_the_oldest_turns_and_they_read_back_in_full() {
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.6, neverFold: [report] }\n";
-    let mut rt = open(dir.path(), profile, 16_000);
+    let mut rt = open(dir.path(), profile, 16_000).await;
     rt.add_user_message("m1", "survey the reports", &[])
+        .await
         .expect("message");
     let mut k = 0;
     let prepared = loop {
@@ -280,7 +284,7 @@ async fn compaction_replaces_the_oldest_turns_and_they_read_back_in_full() {
 async fn a_failed_summary_still_compacts_with_a_note_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = "context: { foldAt: 0.5, keep: 1, compactAt: 0.6, neverFold: [report] }\n";
-    let mut rt = open(dir.path(), profile, 16_000);
+    let mut rt = open(dir.path(), profile, 16_000).await;
     session(&mut rt, 4, 250).await;
     let prepared = rt.prepare().expect("prepare");
     assert!(prepared.compaction.is_some());
@@ -303,7 +307,7 @@ async fn a_failed_summary_still_compacts_with_a_note_and_loses_nothing() {
 async fn a_request_refused_as_too_long_is_folded_next_time_whatever_the_estimate_said() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A window the estimate thinks is roomy: nothing is folded on its own.
-    let mut rt = open(dir.path(), PROFILE, 400_000);
+    let mut rt = open(dir.path(), PROFILE, 400_000).await;
     session(&mut rt, 4, 250).await;
     let prepared = rt.prepare().expect("prepare");
     assert!(prepared.context.folded.is_empty());
@@ -328,8 +332,9 @@ async fn a_request_refused_as_too_long_is_folded_next_time_whatever_the_estimate
 #[tokio::test]
 async fn the_estimate_converges_on_the_tokens_the_provider_reports() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = open(dir.path(), PROFILE, 1_000_000);
+    let mut rt = open(dir.path(), PROFILE, 1_000_000).await;
     rt.add_user_message("m1", "survey the reports", &[])
+        .await
         .expect("message");
     // The provider's own count, independent of the estimate: a token per 3 bytes of JSON.
     let counted = |r: &Request| serde_json::to_string(r).expect("json").len() as u64 / 3;
@@ -413,10 +418,11 @@ const KILL_PROFILE: &str =
 )]
 async fn killed_session(dir: String) {
     let round: u64 = std::env::var(CHILD_ROUND).unwrap().parse().unwrap();
-    let mut rt = open(Path::new(&dir), KILL_PROFILE, 16_000);
+    let mut rt = open(Path::new(&dir), KILL_PROFILE, 16_000).await;
     for i in 0..200u64 {
         if i % 5 == 0 {
             rt.add_user_message(&format!("u{round}-{i}"), "go on", &[])
+                .await
                 .unwrap();
         }
         let mut prepared = rt.prepare().unwrap();
@@ -444,7 +450,7 @@ async fn killed_session(dir: String) {
                 .unwrap();
             read_call(&call, &url)
         };
-        rt.commit(prepared, response).unwrap();
+        rt.commit(prepared, response).await.unwrap();
         println!(
             "committed {step} folded={} compacted={compacted}",
             folded.join(",")
@@ -453,16 +459,12 @@ async fn killed_session(dir: String) {
     }
 }
 
-#[test]
-fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
+#[tokio::test]
+async fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     if let Ok(dir) = std::env::var(CHILD_DIR) {
-        return tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
-            .block_on(killed_session(dir));
+        return killed_session(dir).await;
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = std::env::current_exe().expect("the test binary has a path");
@@ -518,7 +520,7 @@ fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
         }
         assert!(seen >= kill_after, "round {round}: the child stopped early");
 
-        let mut rt = open(dir.path(), KILL_PROFILE, 16_000);
+        let mut rt = open(dir.path(), KILL_PROFILE, 16_000).await;
         let request = rt.prepare().expect("prepare").request;
         // Every committed fold holds: the result is a stub or gone with a compaction, never
         // its whole text again.
@@ -549,7 +551,7 @@ fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
         }
         // And the reopened runtime projects the same request again.
         drop(rt);
-        let mut rt = open(dir.path(), KILL_PROFILE, 16_000);
+        let mut rt = open(dir.path(), KILL_PROFILE, 16_000).await;
         assert_eq!(
             rt.prepare().expect("prepare").request,
             request,
@@ -567,8 +569,9 @@ async fn with_fold_inputs_a_folded_calls_long_input_goes_too_and_reads_back() {
     let dir = tempfile::tempdir().expect("tempdir");
     let profile =
         "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.9, foldInputs: true }\n";
-    let mut rt = open(dir.path(), profile, 20_000);
+    let mut rt = open(dir.path(), profile, 20_000).await;
     rt.add_user_message("m1", "survey the reports", &[])
+        .await
         .expect("message");
     let long_tag = "t".repeat(2_000);
     let mut folded = None;
@@ -636,7 +639,7 @@ impl ishiki_core::Model for Tight {
 #[tokio::test]
 async fn step_with_tries_a_too_long_request_once_more_after_folding() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = open(dir.path(), PROFILE, 400_000);
+    let mut rt = open(dir.path(), PROFILE, 400_000).await;
     session(&mut rt, 4, 250).await;
     let model = Tight::default();
     let reports = rt.step_with(&model).await.expect("the step goes on");
@@ -716,8 +719,9 @@ async fn step_with_compacts_natively_when_the_model_can_and_with_a_text_summary_
     let profile = "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.6, neverFold: [report] }\n";
     for native in [Ok(()), Err("compaction_unavailable".to_owned())] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut rt = open(dir.path(), profile, 16_000);
+        let mut rt = open(dir.path(), profile, 16_000).await;
         rt.add_user_message("m1", "survey the reports", &[])
+            .await
             .expect("message");
         let model = Compacting::new(native.clone());
         let mut k = 0;
@@ -760,7 +764,7 @@ async fn archives_read_back_only_in_the_conversation_that_made_them() {
     let store: Arc<dyn ishiki_resources::ArtifactStore> = Arc::new(
         ishiki_resources::DiskArtifactStore::open(dir.path().join("shared")).expect("store"),
     );
-    let open_on = |name: &str| {
+    let open_on = async |name: &str| {
         Runtime::builder(assembly(PROFILE, "seeing"), dir.path().join(name))
             .clock(clock_at(Duration::ZERO))
             .codemode_worker(WorkerSpawn::InProcess)
@@ -772,10 +776,12 @@ async fn archives_read_back_only_in_the_conversation_that_made_them() {
             .artifacts(store.clone())
             .tool(Arc::new(Report))
             .build()
+            .await
             .expect("the runtime builds")
     };
-    let mut a = open_on("a");
+    let mut a = open_on("a").await;
     a.add_user_message("m1", "survey the reports", &[])
+        .await
         .expect("message");
     let mut folded = None;
     for k in 1..=8 {
@@ -790,8 +796,9 @@ async fn archives_read_back_only_in_the_conversation_that_made_them() {
         .put("result", b"a plain artifact", "txt")
         .expect("an artifact");
 
-    let mut b = open_on("b");
+    let mut b = open_on("b").await;
     b.add_user_message("m1", "read what you can", &[])
+        .await
         .expect("message");
     let prepared = b.prepare().expect("prepare");
     let texts = finish(&mut b, prepared, read_call("r1", &url)).await;
@@ -806,7 +813,7 @@ async fn archives_read_back_only_in_the_conversation_that_made_them() {
 
     // a reads it back, also after a restart (the state names its archives).
     drop(a);
-    let mut a = open_on("a");
+    let mut a = open_on("a").await;
     let prepared = a.prepare().expect("prepare");
     let texts = finish(&mut a, prepared, read_call("r3", &url)).await;
     assert!(

@@ -60,7 +60,12 @@ struct Stores {
     files: Files,
 }
 
-fn open(dir: &Path, clock: Arc<ManualClock>, durability: Durability, stores: &Stores) -> Runtime {
+async fn open(
+    dir: &Path,
+    clock: Arc<ManualClock>,
+    durability: Durability,
+    stores: &Stores,
+) -> Runtime {
     let mut builder = Runtime::builder(assembly("", "seeing"), dir)
         .clock(clock)
         .durability(durability);
@@ -77,11 +82,13 @@ fn open(dir: &Path, clock: Arc<ManualClock>, durability: Durability, stores: &St
             ..PostgresOptions::default()
         };
         let store = PostgresStore::connect(url, "crash", &options)
+            .await
             .unwrap_or_else(|e| panic!("postgres opens: {e}"));
         builder = builder.store(Box::new(store));
     }
     builder
         .build()
+        .await
         .unwrap_or_else(|e| panic!("the runtime reopens: {e}"))
 }
 
@@ -98,7 +105,7 @@ async fn sec4_calls_without_results_are_answered_on_reopen() {
     for backend in backends() {
         let dir = tempfile::tempdir().unwrap();
         let open = || backend.runtime(dir.path(), assembly("", "seeing"), clock_at(Duration::ZERO));
-        let mut rt = open();
+        let mut rt = open().await;
         rt.workspace()
             .write("/home/workspace/a.png", &png(4, 4, 1))
             .unwrap();
@@ -107,11 +114,12 @@ async fn sec4_calls_without_results_are_answered_on_reopen() {
             prepared,
             read_call("c1", "workspace:///home/workspace/a.png"),
         )
+        .await
         .unwrap();
         // The process dies before `execute` commits the result.
         drop(rt);
 
-        let mut rt = open();
+        let mut rt = open().await;
         let request = rt.prepare().unwrap().request;
         let last = request.messages.last().unwrap();
         assert_eq!(
@@ -137,7 +145,7 @@ async fn sec4_calls_without_results_are_answered_on_reopen() {
 
         // Answered once: a second reopen adds nothing.
         drop(rt);
-        let mut rt = open();
+        let mut rt = open().await;
         assert_eq!(rt.prepare().unwrap().request, request, "{backend:?}");
     }
 }
@@ -184,7 +192,7 @@ fn env_number(name: &str, default: u64) -> u64 {
     clippy::unwrap_used,
     reason = "a test's child process: it fails and reports as its test would"
 )]
-fn step_loop_child() -> bool {
+async fn step_loop_child() -> bool {
     let Ok(dir) = std::env::var(CHILD_DIR) else {
         return false;
     };
@@ -205,11 +213,7 @@ fn step_loop_child() -> bool {
     // Each round's clock starts far from the others', so inbound asset ids (UUID v7 from time
     // and a per-clock counter) never repeat across restarts.
     let clock = clock_at(Duration::from_secs(round * 1_000_000));
-    let tokio = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut rt = open(Path::new(&dir), clock.clone(), durability, &stores);
+    let mut rt = open(Path::new(&dir), clock.clone(), durability, &stores).await;
     let mut out = std::io::stdout().lock();
     // The harness has printed `test … ` without a newline: end that line first.
     let _ = writeln!(out);
@@ -224,6 +228,7 @@ fn step_loop_child() -> bool {
         let user = format!("u{round}-{i}");
         let inbound = rt
             .add_user_message(&user, "look", &[png(4, 4, seed)])
+            .await
             .unwrap();
         say(format!("user {user} {}", inbound[0].url));
 
@@ -237,10 +242,11 @@ fn step_loop_child() -> bool {
             .collect();
         let call = format!("c{round}-{i}");
         rt.commit(prepared, read_call(&call, &format!("workspace://{path}")))
+            .await
             .unwrap();
         say(format!("committed {step} {call} {}", embedded.join(" ")));
 
-        let reports = tokio.block_on(rt.execute()).unwrap();
+        let reports = rt.execute().await.unwrap();
         assert!(!reports[0].is_error, "{}", reports[0].text);
         say(format!("executed {call} {}", reports[0].attachments[0].url));
         clock.advance(Duration::from_secs(1));
@@ -427,9 +433,9 @@ impl Rng {
     }
 }
 
-#[test]
-fn sec4_killed_sessions_reopen_consistent() {
-    if step_loop_child() {
+#[tokio::test]
+async fn sec4_killed_sessions_reopen_consistent() {
+    if step_loop_child().await {
         return;
     }
     killed_sessions_reopen_consistent(
@@ -438,12 +444,13 @@ fn sec4_killed_sessions_reopen_consistent() {
             files: Files::StateDir,
         },
         "suite::crash::sec4_killed_sessions_reopen_consistent",
-    );
+    )
+    .await;
 }
 
-#[test]
-fn sec4_killed_postgres_sessions_reopen_consistent() {
-    if step_loop_child() {
+#[tokio::test]
+async fn sec4_killed_postgres_sessions_reopen_consistent() {
+    if step_loop_child().await {
         return;
     }
     let Some(url) = postgres_url("sec4_killed_postgres_sessions_reopen_consistent") else {
@@ -455,14 +462,15 @@ fn sec4_killed_postgres_sessions_reopen_consistent() {
             files: Files::StateDir,
         },
         "suite::crash::sec4_killed_postgres_sessions_reopen_consistent",
-    );
+    )
+    .await;
 }
 
 /// History in PostgreSQL and artifacts and assets in an S3 bucket (moto): what a worker of a
 /// multi-machine deployment runs on (issue 16).
-#[test]
-fn sec4_killed_postgres_and_object_store_sessions_reopen_consistent() {
-    if step_loop_child() {
+#[tokio::test]
+async fn sec4_killed_postgres_and_object_store_sessions_reopen_consistent() {
+    if step_loop_child().await {
         return;
     }
     let Some(url) =
@@ -483,7 +491,8 @@ fn sec4_killed_postgres_and_object_store_sessions_reopen_consistent() {
             },
         },
         "suite::crash::sec4_killed_postgres_and_object_store_sessions_reopen_consistent",
-    );
+    )
+    .await;
 }
 
 /// Every artifact and asset URL of a committed fact not read back yet reads back from the
@@ -517,7 +526,7 @@ fn read_back(objects: &Objects, facts: &Facts, read: &mut BTreeSet<String>) -> F
 
 /// Kills the session (`test`, run again as [`step_loop_child`]) at random points and checks
 /// every committed fact after each reopen.
-fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
+async fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
     let seed = std::env::var(SEED_VAR)
         .ok()
         .and_then(|s| s.parse().ok())
@@ -614,7 +623,8 @@ fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
             clock_at(Duration::from_secs(round * 1_000_000 + 500_000)),
             Durability::Normal,
             stores,
-        );
+        )
+        .await;
         let prepared = rt.prepare().expect("the request is prepared");
         let last_step = facts.committed.keys().next_back().copied().unwrap_or(0);
         assert!(
@@ -660,7 +670,8 @@ fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
         clock_at(Duration::from_secs(99_000_000)),
         Durability::Normal,
         stores,
-    );
+    )
+    .await;
     for k in 0..3 {
         let prepared = rt.prepare().expect("the request is prepared");
         totals.add(
@@ -677,6 +688,7 @@ fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
             .collect();
         let step = prepared.step;
         rt.commit(prepared, ModelResponse::from_text("seen".to_owned()))
+            .await
             .expect("the commit succeeds");
         facts.committed.insert(step, (None, urls));
     }

@@ -53,12 +53,13 @@ impl Tool for Flaky {
     }
 }
 
-fn runtime(dir: &std::path::Path) -> Runtime {
+async fn runtime(dir: &std::path::Path) -> Runtime {
     Runtime::builder(assembly("{}\n", "seeing"), dir)
         .clock(clock_at(Duration::ZERO))
         .durability(Durability::Normal)
         .tool(Arc::new(Flaky))
         .build()
+        .await
         .expect("the runtime builds")
 }
 
@@ -80,8 +81,10 @@ fn report<'a>(reports: &'a [CallReport], id: &str) -> &'a CallReport {
 #[tokio::test]
 async fn a_failed_model_request_says_whether_a_retry_may_work_and_the_step_can_be_retried() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(dir.path());
-    rt.add_user_message("u1", "hello", &[]).expect("a message");
+    let mut rt = runtime(dir.path()).await;
+    rt.add_user_message("u1", "hello", &[])
+        .await
+        .expect("a message");
     let model = Scripted(Mutex::new(vec![
         Err(ModelError::retryable("rate limited (HTTP 429)")),
         Err(ModelError::permanent(
@@ -113,18 +116,22 @@ async fn a_failed_model_request_says_whether_a_retry_may_work_and_the_step_can_b
 #[tokio::test]
 async fn calls_the_embedder_gets_wrong_are_usage_errors_that_change_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(dir.path());
-    rt.add_user_message("u1", "hello", &[]).expect("a message");
+    let mut rt = runtime(dir.path()).await;
+    rt.add_user_message("u1", "hello", &[])
+        .await
+        .expect("a message");
     let again = rt
         .add_user_message("u1", "hello again", &[])
+        .await
         .expect_err("the id is taken");
     assert_eq!(again.kind(), RuntimeErrorKind::Usage);
     assert!(!again.is_retryable());
-    let unknown = rt.withdraw("nope").expect_err("no such message");
+    let unknown = rt.withdraw("nope").await.expect_err("no such message");
     assert_eq!(unknown.kind(), RuntimeErrorKind::Usage);
 
     let prepared = rt.prepare().expect("a request");
     rt.commit(prepared, calls(&[("c1", "flaky", json!({}))]))
+        .await
         .expect("a commit");
     let early = rt.prepare().expect_err("the calls have not run");
     assert_eq!(early.kind(), RuntimeErrorKind::Usage);
@@ -135,8 +142,10 @@ async fn calls_the_embedder_gets_wrong_are_usage_errors_that_change_nothing() {
 #[tokio::test]
 async fn every_failed_call_reports_its_kind() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(dir.path());
-    rt.add_user_message("u1", "go", &[]).expect("a message");
+    let mut rt = runtime(dir.path()).await;
+    rt.add_user_message("u1", "go", &[])
+        .await
+        .expect("a message");
     let prepared = rt.prepare().expect("a request");
     rt.commit(
         prepared,
@@ -156,6 +165,7 @@ async fn every_failed_call_reports_its_kind() {
             ),
         ]),
     )
+    .await
     .expect("a commit");
     let reports = rt.execute().await.expect("the calls run");
     let kinds: Vec<(&str, Option<ToolErrorKind>, bool)> = reports
@@ -182,8 +192,8 @@ async fn every_failed_call_reports_its_kind() {
 /// TS-7: a runtime built from a profile whose `toolsearch.semantic.model` holds no model fails
 /// to build with a configuration error naming the directory; it never searches lexically
 /// instead. (With the feature off, the same profile is refused for the missing feature.)
-#[test]
-fn ts7_a_semantic_model_that_cannot_load_fails_the_build_naming_it() {
+#[tokio::test]
+async fn ts7_a_semantic_model_that_cannot_load_fails_the_build_naming_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let missing = dir.path().join("no-model");
     let profile = format!(
@@ -194,6 +204,7 @@ fn ts7_a_semantic_model_that_cannot_load_fails_the_build_naming_it() {
         .clock(clock_at(Duration::ZERO))
         .durability(Durability::Normal)
         .build()
+        .await
         .expect_err("no model, no runtime");
     assert_eq!(error.kind(), RuntimeErrorKind::Config);
     let message = error.to_string();

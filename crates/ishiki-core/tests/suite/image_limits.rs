@@ -69,7 +69,7 @@ fn pro7_bad_image_limits_fail_assembly_naming_the_key() {
     );
 }
 
-fn runtime(dir: &std::path::Path) -> Runtime {
+async fn runtime(dir: &std::path::Path) -> Runtime {
     let profile = Profile::from_yaml("").expect("a valid profile");
     let doc = models("models:\n  claude: { input: [text, image], provider: anthropic }\n")
         .expect("valid models");
@@ -79,6 +79,7 @@ fn runtime(dir: &std::path::Path) -> Runtime {
         .codemode_worker(WorkerSpawn::InProcess)
         .durability(Durability::Normal)
         .build()
+        .await
         .expect("the runtime builds")
 }
 
@@ -102,14 +103,16 @@ fn texts(request: &ishiki_core::Request) -> String {
 #[tokio::test]
 async fn a_provider_400_about_an_image_makes_it_terminal_so_the_next_request_succeeds() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let mut rt = runtime(dir.path());
+    let mut rt = runtime(dir.path()).await;
     rt.add_user_message("m1", "first", &[png(4, 4, 1)])
+        .await
         .expect("m1");
     let first = rt.prepare().expect("prepares");
     let seen = images(&first.request);
-    rt.commit(first, say("seen")).expect("commits");
+    rt.commit(first, say("seen")).await.expect("commits");
 
     rt.add_user_message("m2", "second", &[png(5, 5, 2), png(6, 6, 3)])
+        .await
         .expect("m2");
     let attempt = rt.prepare().expect("prepares");
     let carried: Vec<String> = images(&attempt.request)
@@ -141,7 +144,7 @@ async fn a_provider_400_about_an_image_makes_it_terminal_so_the_next_request_suc
             "{text}"
         );
     }
-    rt.commit(next, say("understood")).expect("commits");
+    rt.commit(next, say("understood")).await.expect("commits");
     let after = rt.prepare().expect("prepares");
     assert!(
         !texts(&after.request).contains("refused"),
@@ -152,8 +155,9 @@ async fn a_provider_400_about_an_image_makes_it_terminal_so_the_next_request_suc
 #[tokio::test]
 async fn a_refusal_naming_an_image_url_turns_only_that_image_terminal() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let mut rt = runtime(dir.path());
+    let mut rt = runtime(dir.path()).await;
     rt.add_user_message("m1", "two", &[png(4, 4, 1), png(5, 5, 2)])
+        .await
         .expect("m1");
     let attempt = rt.prepare().expect("prepares");
     let carried: Vec<String> = images(&attempt.request)

@@ -169,7 +169,7 @@ impl FileScheme for Counting {
     }
 }
 
-fn build(
+async fn build(
     dir: &Path,
     profile: &str,
     tools: Vec<Arc<dyn Tool>>,
@@ -185,7 +185,7 @@ fn build(
     for scheme in schemes {
         builder = builder.file_scheme(scheme);
     }
-    builder.build().expect("the runtime builds")
+    builder.build().await.expect("the runtime builds")
 }
 
 /// Runs one step whose response is the single call `name(input)`, and returns its report.
@@ -196,7 +196,7 @@ async fn run(rt: &mut Runtime, id: &str, name: &str, input: Value) -> CallReport
         name: name.to_owned(),
         input,
     }]);
-    rt.commit(prepared, response).expect("commit");
+    rt.commit(prepared, response).await.expect("commit");
     let mut reports = rt.execute().await.expect("execute");
     assert_eq!(reports.len(), 1);
     reports.remove(0)
@@ -214,7 +214,8 @@ async fn a_tool_that_blocks_its_thread_fails_at_the_deadline_and_the_host_goes_o
         "codemode: { enable: true }\ntools: { timeoutMs: 100 }\n",
         vec![Arc::new(Stall { gate: gate.clone() }), Arc::new(Big)],
         vec![],
-    );
+    )
+    .await;
 
     let direct = run(&mut rt, "c1", "stall", json!({})).await;
     assert!(direct.is_error);
@@ -252,6 +253,7 @@ async fn two_stalled(
         .tool(Arc::new(Stall { gate: gate.clone() }))
         .tool(other)
         .build()
+        .await
         .expect("the runtime builds");
     for id in ["c1", "c2"] {
         let report = run(&mut rt, id, "stall", json!({})).await;
@@ -357,7 +359,8 @@ async fn a_raw_result_over_the_cap_fails_naming_the_tool_and_the_limit() {
         "codemode: { enable: true }\ntools: { maxResultBytes: 1000 }\n",
         vec![Arc::new(Big)],
         vec![],
-    );
+    )
+    .await;
     // 998 bytes of text is 1000 bytes of JSON: just within the cap.
     let fits = run(&mut rt, "c1", "big", json!({ "n": 998 })).await;
     assert!(!fits.is_error, "{}", fits.text);
@@ -374,7 +377,7 @@ async fn a_raw_result_over_the_cap_fails_naming_the_tool_and_the_limit() {
 #[tokio::test]
 async fn big_integers_in_tool_input_are_refused_not_rounded() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Big)], vec![]);
+    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Big)], vec![]).await;
     let input: Value =
         serde_json::from_str(r#"{"n": 123456789012345678901234567890}"#).expect("json");
     let report = run(&mut rt, "c1", "big", input).await;
@@ -395,7 +398,8 @@ async fn program_attachments_are_capped_and_each_url_is_read_once() {
         "codemode: { enable: true }\n",
         vec![],
         vec![count.clone()],
-    );
+    )
+    .await;
     let many = "return { attachments: Array.from({ length: 60000 }, () => ({ type: 'resource_link', uri: 'count://files/big.png' })) };";
     let refused = run(&mut rt, "c1", "codemode", json!({ "code": many })).await;
     assert!(refused.is_error);
@@ -421,7 +425,7 @@ async fn program_attachments_are_capped_and_each_url_is_read_once() {
 async fn send_message_caps_its_images_and_reads_each_source_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let local = Counting::new("local");
-    let mut rt = build(dir.path(), "{}\n", vec![], vec![local.clone()]);
+    let mut rt = build(dir.path(), "{}\n", vec![], vec![local.clone()]).await;
     let message = "<img src=\"local:///pic.png\"/>".repeat(2000);
     let report = run(
         &mut rt,
@@ -460,7 +464,7 @@ fn the_tools_section_has_defaults_and_refuses_zero() {
 #[tokio::test]
 async fn a_long_tool_error_is_paged_through_the_outlet_like_a_result() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Fail)], vec![]);
+    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Fail)], vec![]).await;
     let report = run(&mut rt, "c1", "fail", json!({ "n": 2_000_000 })).await;
     assert!(report.is_error);
     assert!(
@@ -479,7 +483,7 @@ async fn a_long_tool_error_is_paged_through_the_outlet_like_a_result() {
 #[tokio::test]
 async fn a_direct_result_shows_at_most_32_media_items_and_says_how_many_were_left_out() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Pictures)], vec![]);
+    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Pictures)], vec![]).await;
     let report = run(&mut rt, "c1", "pictures", json!({ "n": 200 })).await;
     assert!(!report.is_error, "{}", report.text);
     assert_eq!(report.attachments.len(), 32);
@@ -541,6 +545,7 @@ async fn an_async_tool_past_its_deadline_is_cancelled_and_holds_no_thread() {
     .abandoned_work(work.clone())
     .tool(Arc::new(forever))
     .build()
+    .await
     .expect("the runtime builds");
     for id in ["c1", "c2", "c3"] {
         let report = run(&mut rt, id, "forever", json!({})).await;
@@ -573,7 +578,7 @@ async fn an_async_tool_past_its_deadline_is_cancelled_and_holds_no_thread() {
 #[tokio::test]
 async fn a_step_runs_at_most_128_calls_and_refuses_the_rest_saying_why() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Big)], vec![]);
+    let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Big)], vec![]).await;
     let prepared = rt.prepare().expect("prepare");
     let calls = (0..130)
         .map(|k| ToolCall {
@@ -583,6 +588,7 @@ async fn a_step_runs_at_most_128_calls_and_refuses_the_rest_saying_why() {
         })
         .collect::<Vec<_>>();
     rt.commit(prepared, ModelResponse::from_calls(calls))
+        .await
         .expect("commit");
     let reports = rt.execute().await.expect("execute");
     assert_eq!(reports.len(), 130, "every call is answered");

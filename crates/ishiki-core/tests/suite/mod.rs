@@ -8,6 +8,7 @@ mod crash;
 mod errors;
 mod image_limits;
 mod limits;
+mod mid_commit;
 mod retention;
 mod runtime;
 mod scale;

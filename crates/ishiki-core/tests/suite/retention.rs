@@ -12,11 +12,12 @@ use super::runtime::{assembly, clock_at, png};
 
 const PROFILE: &str = "assets: { cleanup: { enabled: true, retentionDays: 1 } }";
 
-fn open(dir: &Path, clock: Arc<ManualClock>) -> Runtime {
+async fn open(dir: &Path, clock: Arc<ManualClock>) -> Runtime {
     Runtime::builder(assembly(PROFILE, "seeing"), dir)
         .clock(clock)
         .durability(Durability::Normal)
         .build()
+        .await
         .expect("the runtime opens")
 }
 
@@ -34,10 +35,11 @@ fn attachment_lines(request: &Request) -> Vec<String> {
 }
 
 /// One answered request; returns what it carried.
-fn answer(rt: &mut Runtime) -> Request {
+async fn answer(rt: &mut Runtime) -> Request {
     let prepared = rt.prepare().expect("a request");
     let request = prepared.request.clone();
     rt.commit(prepared, ModelResponse::from_text("ok".to_owned()))
+        .await
         .expect("a commit");
     request
 }
@@ -45,26 +47,28 @@ fn answer(rt: &mut Runtime) -> Request {
 /// Issue 24: after cleanup deleted an asset, a rerun with the scenario clock handed its id to
 /// a new image, and the old record then embedded the new bytes. Ids are checked against
 /// history too.
-#[test]
-fn res9_an_asset_id_is_never_reused_after_retention_deletes_the_asset() {
+#[tokio::test]
+async fn res9_an_asset_id_is_never_reused_after_retention_deletes_the_asset() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("state");
     let clock = clock_at(Duration::ZERO);
-    let mut rt = open(&dir, clock.clone());
+    let mut rt = open(&dir, clock.clone()).await;
     let first = rt
         .add_user_message("u1", "a png", &[png(4, 4, 1)])
+        .await
         .expect("a user message")[0]
         .url
         .clone();
-    answer(&mut rt);
+    answer(&mut rt).await;
     clock.advance(Duration::from_secs(2 * 86_400));
     assert_eq!(rt.cleanup_assets().expect("a cleanup"), vec![first.clone()]);
     drop(rt);
 
     // The rerun's clock starts where the first run's did: the same ids come up again.
-    let mut rt = open(&dir, clock_at(Duration::ZERO));
+    let mut rt = open(&dir, clock_at(Duration::ZERO)).await;
     let second = rt
         .add_user_message("u2", "another image", &[png(5, 5, 2)])
+        .await
         .expect("a second user message")[0]
         .url
         .clone();
@@ -74,26 +78,27 @@ fn res9_an_asset_id_is_never_reused_after_retention_deletes_the_asset() {
 /// Issue 24: a deleted asset was announced as "could not be read … tried again" in every later
 /// request, in other words after a restart. It is terminal: stated once, the same before and
 /// after a restart.
-#[test]
-fn prj9_an_asset_deleted_by_retention_is_announced_once_in_the_same_words_after_a_restart() {
+#[tokio::test]
+async fn prj9_an_asset_deleted_by_retention_is_announced_once_in_the_same_words_after_a_restart() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let mut seen = Vec::new();
     for restart in [false, true] {
         let dir = tmp.path().join(format!("state-{restart}"));
         let clock = clock_at(Duration::ZERO);
-        let mut rt = open(&dir, clock.clone());
+        let mut rt = open(&dir, clock.clone()).await;
         rt.add_user_message("u1", "a png", &[png(4, 4, 1)])
+            .await
             .expect("a user message");
         clock.advance(Duration::from_secs(2 * 86_400));
         assert_eq!(rt.cleanup_assets().expect("a cleanup").len(), 1);
         if restart {
             drop(rt);
-            rt = open(&dir, clock.clone());
+            rt = open(&dir, clock.clone()).await;
         }
-        let first = attachment_lines(&answer(&mut rt));
+        let first = attachment_lines(&answer(&mut rt).await);
         assert_eq!(first.len(), 1, "the reason is stated: {first:?}");
         assert_eq!(
-            attachment_lines(&answer(&mut rt)),
+            attachment_lines(&answer(&mut rt).await),
             Vec::<String>::new(),
             "and stated once"
         );

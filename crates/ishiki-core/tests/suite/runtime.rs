@@ -47,7 +47,7 @@ pub(crate) fn clock_at(offset: Duration) -> Arc<ManualClock> {
 }
 
 /// A runtime on `dir` with a fixed clock, codemode in-process, and `tools` registered.
-fn runtime_with(dir: &Path, assembly: Assembly, tools: Vec<Arc<dyn Tool>>) -> Runtime {
+async fn runtime_with(dir: &Path, assembly: Assembly, tools: Vec<Arc<dyn Tool>>) -> Runtime {
     let mut builder = Runtime::builder(assembly, dir)
         .clock(clock_at(Duration::ZERO))
         .codemode_worker(WorkerSpawn::InProcess)
@@ -55,21 +55,22 @@ fn runtime_with(dir: &Path, assembly: Assembly, tools: Vec<Arc<dyn Tool>>) -> Ru
     for tool in tools {
         builder = builder.tool(tool);
     }
-    builder.build().expect("the runtime builds")
+    builder.build().await.expect("the runtime builds")
 }
 
-fn runtime(dir: &Path, assembly: Assembly) -> Runtime {
-    runtime_with(dir, assembly, vec![Arc::new(Echo::resident())])
+async fn runtime(dir: &Path, assembly: Assembly) -> Runtime {
+    runtime_with(dir, assembly, vec![Arc::new(Echo::resident())]).await
 }
 
 /// [`runtime`] with its history in `backend` (store conformance tests).
-fn runtime_on(backend: &Backend, dir: &Path, assembly: Assembly) -> Runtime {
+async fn runtime_on(backend: &Backend, dir: &Path, assembly: Assembly) -> Runtime {
     Runtime::builder(assembly, dir)
         .clock(clock_at(Duration::ZERO))
         .codemode_worker(WorkerSpawn::InProcess)
         .tool(Arc::new(Echo::resident()))
-        .store(backend.open())
+        .store(backend.open().await)
         .build()
+        .await
         .unwrap_or_else(|e| panic!("{backend:?}: the runtime builds: {e}"))
 }
 
@@ -191,7 +192,7 @@ fn say(text: &str) -> ModelResponse {
 async fn step(rt: &mut Runtime, response: ModelResponse) -> (Request, Vec<CallReport>) {
     let prepared = rt.prepare().expect("prepare");
     let request = prepared.request.clone();
-    rt.commit(prepared, response).expect("commit");
+    rt.commit(prepared, response).await.expect("commit");
     let reports = rt.execute().await.expect("execute");
     (request, reports)
 }
@@ -293,6 +294,7 @@ async fn cm9_a_failed_program_keeps_its_console_output() {
         .clock(clock_at(Duration::ZERO))
         .codemode_worker(WorkerSpawn::InProcess)
         .build()
+        .await
         .unwrap();
     let program = "console.log('fetched 3 pages');\nconsole.log('parsing page 2');\nthrow new Error('page 2 is not JSON');";
     let (_, reports) = step(
@@ -319,6 +321,7 @@ async fn read1_program_gets_the_raw_result_and_a_direct_call_gets_pages_and_atta
             max_units: 10_000,
         })
         .build()
+        .await
         .unwrap();
     write_fixtures(&rt);
 
@@ -448,7 +451,8 @@ async fn any_tool_can_serve_direct_calls_and_programs_differently_as_read_does()
         dir.path(),
         assembly("codemode: { enable: true }", "seeing"),
         vec![Arc::new(Shout { for_program: false })],
-    );
+    )
+    .await;
     let program = "return await tools.shout({ word: 'hi' });";
     let (_, reports) = step(
         &mut rt,
@@ -470,8 +474,8 @@ async fn any_tool_can_serve_direct_calls_and_programs_differently_as_read_does()
     );
 }
 
-#[test]
-fn read2_lifetime_is_offered_only_with_effective_image_input() {
+#[tokio::test]
+async fn read2_lifetime_is_offered_only_with_effective_image_input() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("", "seeing", true),
@@ -484,7 +488,8 @@ fn read2_lifetime_is_offered_only_with_effective_image_input() {
             let mut rt = runtime(
                 &dir.path().join(format!("{k}-{codemode}")),
                 assembly(&profile, main),
-            );
+            )
+            .await;
             let request = rt.prepare().unwrap().request;
             assert_eq!(
                 lifetime_offered(&request),
@@ -512,7 +517,7 @@ fn read2_lifetime_is_offered_only_with_effective_image_input() {
 #[tokio::test]
 async fn read2_lifetime_is_honoured_and_refused_where_not_offered() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rt = runtime(&dir.path().join("on"), assembly("", "seeing"));
+    let mut rt = runtime(&dir.path().join("on"), assembly("", "seeing")).await;
     write_fixtures(&rt);
     let (_, reports) = step(
         &mut rt,
@@ -531,7 +536,7 @@ async fn read2_lifetime_is_honoured_and_refused_where_not_offered() {
     assert_eq!(image_urls(&first), vec![att.url.clone()]);
     assert_eq!(image_urls(&second), vec![att.url.clone()]);
 
-    let mut rt = runtime(&dir.path().join("off"), assembly("", "blind"));
+    let mut rt = runtime(&dir.path().join("off"), assembly("", "blind")).await;
     write_fixtures(&rt);
     let (_, reports) = step(
         &mut rt,
@@ -549,7 +554,7 @@ async fn read2_lifetime_is_honoured_and_refused_where_not_offered() {
 #[tokio::test]
 async fn read3_reading_an_image_again_makes_a_new_record() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
     write_fixtures(&rt);
     // Twice in one response: two records, both delivered by the next request.
     let (_, reports) = step(
@@ -594,7 +599,7 @@ async fn read4_with_image_input_off_a_read_describes_the_image() {
             "seeing",
         ),
     ] {
-        let mut rt = runtime(&dir.path().join(name), assembly(profile, main));
+        let mut rt = runtime(&dir.path().join(name), assembly(profile, main)).await;
         write_fixtures(&rt);
         let (_, reports) = step(
             &mut rt,
@@ -627,9 +632,11 @@ async fn pro8_effective_image_input_needs_profile_and_model() {
     {
         let assembled = assembly(profile, main);
         assert_eq!(assembled.image_input, effective, "{profile} + {main}");
-        let mut rt = runtime(&dir.path().join(k.to_string()), assembled);
+        let mut rt = runtime(&dir.path().join(k.to_string()), assembled).await;
         write_fixtures(&rt);
-        rt.add_user_message("m1", "look", &[png(3, 3, 9)]).unwrap();
+        rt.add_user_message("m1", "look", &[png(3, 3, 9)])
+            .await
+            .unwrap();
         let (first, reports) = step(
             &mut rt,
             calls(vec![call("r1", "read", json!({ "url": A_PNG }))]),
@@ -657,7 +664,7 @@ async fn pro8_effective_image_input_needs_profile_and_model() {
 #[tokio::test]
 async fn tp1_text_calls_run_through_the_same_path() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rt = runtime(dir.path(), assembly("", "texter"));
+    let mut rt = runtime(dir.path(), assembly("", "texter")).await;
     write_fixtures(&rt);
     let text = format!(
         "Reading first.\n\
@@ -671,6 +678,7 @@ async fn tp1_text_calls_run_through_the_same_path() {
     let prepared = rt.prepare().unwrap();
     let calls = rt
         .commit(prepared, ModelResponse::from_text(text.clone()))
+        .await
         .unwrap();
     let names: Vec<(&str, &str)> = calls
         .iter()
@@ -732,6 +740,7 @@ async fn tp1_text_calls_run_through_the_same_path() {
             prepared,
             say("<tool_call>{\"name\": \"echo\", \"arguments\": {\"n\": 1}}</tool_call>"),
         )
+        .await
         .unwrap();
     assert_eq!(calls[0].id, "s2-call1");
 }
@@ -748,9 +757,10 @@ async fn prj4_an_abandoned_step_consumes_nothing() {
 
 async fn an_abandoned_step_consumes_nothing(backend: &Backend) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let mut rt = runtime_on(backend, dir.path(), assembly("", "seeing"));
+    let mut rt = runtime_on(backend, dir.path(), assembly("", "seeing")).await;
     write_fixtures(&rt);
     rt.add_user_message("m1", "look", &[png(4, 4, 3)])
+        .await
         .expect("the message is added");
     let (_, reports) = step(
         &mut rt,
@@ -776,7 +786,7 @@ async fn an_abandoned_step_consumes_nothing(backend: &Backend) {
 
     // An abandoned step leaves nothing in the store either.
     drop(rt);
-    let mut rt = runtime_on(backend, dir.path(), assembly("", "seeing"));
+    let mut rt = runtime_on(backend, dir.path(), assembly("", "seeing")).await;
     let (request, _) = step(&mut rt, say("I see it.")).await;
     assert_eq!(images(&request), carried, "{backend:?}");
     assert!(
@@ -795,22 +805,23 @@ async fn prj13_delivery_state_survives_reopening() {
 async fn delivery_state_survives_reopening(backend: &Backend) {
     let dir = tempfile::tempdir().expect("a temp dir");
     let tools = || -> Vec<Arc<dyn Tool>> { vec![Arc::new(Echo::resident())] };
-    let open = || {
+    let open = async || {
         // The default (Full) durability, as an embedder gets it.
         let mut b = Runtime::builder(
             assembly("toolsearch: { enable: true }", "seeing"),
             dir.path(),
         )
         .clock(clock_at(Duration::ZERO))
-        .store(backend.open());
+        .store(backend.open().await);
         for t in tools() {
             b = b.tool(t);
         }
-        b.build().expect("the runtime builds")
+        b.build().await.expect("the runtime builds")
     };
-    let mut rt = open();
+    let mut rt = open().await;
     write_fixtures(&rt);
     rt.add_user_message("m1", "two pictures", &[png(4, 4, 5)])
+        .await
         .expect("the message is added");
     let (first, reports) = step(
         &mut rt,
@@ -831,7 +842,7 @@ async fn delivery_state_survives_reopening(backend: &Backend) {
     let before = rt.prepare().expect("the request is prepared").request;
     drop(rt);
 
-    let mut rt = open();
+    let mut rt = open().await;
     let after = rt.prepare().expect("the request is prepared").request;
     // Exactly the same request: history, attachment messages, ids, timestamps, tool list.
     assert_eq!(after, before, "{backend:?}");
@@ -839,11 +850,12 @@ async fn delivery_state_survives_reopening(backend: &Backend) {
     assert_eq!(rt.step(), 2, "{backend:?}");
     let prepared = rt.prepare().expect("the request is prepared");
     rt.commit(prepared, say("Seen."))
+        .await
         .expect("the commit succeeds");
     drop(rt);
 
     // Delivered before the second drop: nothing is embedded again.
-    let mut rt = open();
+    let mut rt = open().await;
     let request = rt.prepare().expect("the request is prepared").request;
     assert!(
         images(&request).is_empty(),
@@ -856,9 +868,10 @@ async fn delivery_state_survives_reopening(backend: &Backend) {
 #[tokio::test]
 async fn sec4_no_request_is_prepared_while_committed_calls_wait() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
     let prepared = rt.prepare().unwrap();
     rt.commit(prepared, calls(vec![call("e1", "echo", json!({ "n": 1 }))]))
+        .await
         .unwrap();
     // Its request would carry a call without a result, and its commit would drop `e1`.
     let error = rt.prepare().unwrap_err();
@@ -888,7 +901,8 @@ async fn ts2_a_hit_becomes_callable_from_the_next_step() {
         dir.path(),
         assembly("toolsearch: { enable: true }", "seeing"),
         vec![forecast],
-    );
+    )
+    .await;
     let (first, reports) = step(
         &mut rt,
         calls(vec![
@@ -944,7 +958,8 @@ async fn retrieval_telemetry_names_the_searches_that_missed_a_called_tool() {
         dir.path(),
         assembly("toolsearch: { enable: true }", "seeing"),
         vec![forecast],
-    );
+    )
+    .await;
     let (_, reports) = step(
         &mut rt,
         calls(vec![
@@ -981,9 +996,10 @@ async fn sec3_bad_calls_get_error_results_naming_the_problem() {
                 resident: false,
             }),
         ],
-    );
+    )
+    .await;
     write_fixtures(&rt);
-    rt.add_user_message("m1", "kept", &[]).unwrap();
+    rt.add_user_message("m1", "kept", &[]).await.unwrap();
     let bad = vec![
         call("e1", "echo", json!({ "n": "seven" })),
         call(
@@ -1023,20 +1039,21 @@ async fn sec3_bad_calls_get_error_results_naming_the_problem() {
     let mut rt = runtime(
         dir.path(),
         assembly("toolsearch: { enable: true }", "seeing"),
-    );
+    )
+    .await;
     assert_eq!(
         rt.prepare().unwrap().request.messages.len(),
         request.messages.len()
     );
 
     // A text-protocol model's broken calls, for the same snapshot.
-    let mut rt = runtime(&dir.path().join("tp"), assembly("", "texter"));
+    let mut rt = runtime(&dir.path().join("tp"), assembly("", "texter")).await;
     let prepared = rt.prepare().unwrap();
     rt.commit(
         prepared,
         say("a <tool_call><function=echo><parameter=n>1</function></tool_call> b <tool_call>{\"name\": \"echo\""),
     )
-    .unwrap();
+    .await.unwrap();
     for r in rt.execute().await.unwrap() {
         assert!(r.is_error);
         writeln!(out, "text protocol {}\n  -> {}", r.call_id, r.text).unwrap();
@@ -1045,10 +1062,12 @@ async fn sec3_bad_calls_get_error_results_naming_the_problem() {
 }
 
 /// The stored JSON of the (first) assistant message in the state directory `dir`'s history.
-fn stored_assistant_record(dir: &std::path::Path) -> Value {
+async fn stored_assistant_record(dir: &std::path::Path) -> Value {
     let store = ishiki_core::SqliteStore::open(&dir.join("history.sqlite"), Durability::Normal)
         .expect("the history opens");
-    let state = ishiki_core::HistoryStore::load(&store).expect("the history loads");
+    let state = ishiki_core::HistoryStore::load(&store)
+        .await
+        .expect("the history loads");
     let (record, _) = state
         .messages
         .into_iter()
@@ -1062,8 +1081,8 @@ fn stored_assistant_record(dir: &std::path::Path) -> Value {
 #[tokio::test]
 async fn reasoning_and_usage_are_committed_with_the_response() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rt = runtime(dir.path(), assembly("", "seeing"));
-    rt.add_user_message("m1", "think", &[]).unwrap();
+    let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
+    rt.add_user_message("m1", "think", &[]).await.unwrap();
     let thinking = json!({ "type": "thinking", "thinking": "hmm", "signature": "c2ln+/==" });
     let usage = ishiki_core::Usage {
         input_tokens: 120,
@@ -1088,10 +1107,10 @@ async fn reasoning_and_usage_are_committed_with_the_response() {
     };
     step(&mut rt, response).await;
     drop(rt);
-    let record = stored_assistant_record(dir.path());
+    let record = stored_assistant_record(dir.path()).await;
     assert_eq!(record["usage"], serde_json::to_value(usage).unwrap());
     assert_eq!(record["content"][0]["data"], thinking);
-    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
     let request = rt.prepare().unwrap().request;
     let assistant = request
         .messages
@@ -1113,8 +1132,8 @@ async fn reasoning_and_usage_are_committed_with_the_response() {
 #[tokio::test]
 async fn a_response_with_input_transformations_reopens_and_keeps_them() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rt = runtime(dir.path(), assembly("", "seeing"));
-    rt.add_user_message("m1", "think", &[]).unwrap();
+    let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
+    rt.add_user_message("m1", "think", &[]).await.unwrap();
     let dropped = json!({ "type": "dropped_thinking", "blocks": 1 });
     let response = ModelResponse {
         parts: vec![ishiki_core::Part::Text {
@@ -1128,11 +1147,11 @@ async fn a_response_with_input_transformations_reopens_and_keeps_them() {
     };
     step(&mut rt, response).await;
     drop(rt);
-    let record = stored_assistant_record(dir.path());
+    let record = stored_assistant_record(dir.path()).await;
     assert_eq!(record["input_transformations"], json!([dropped]));
     assert_eq!(record["usage"]["input_tokens"], 12);
 
-    let mut rt = runtime(dir.path(), assembly("", "seeing"));
+    let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
     let request = rt.prepare().expect("the history reopens").request;
     let assistant = request
         .messages

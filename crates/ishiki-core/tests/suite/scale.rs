@@ -6,12 +6,23 @@ use ishiki_core::store::{Batch, StoredMessage};
 use ishiki_core::{HistoryStore, MemoryStore, Runtime, SqliteStore};
 use serde_json::json;
 
-/// Compiles only while `Runtime::execute`'s future is `Send`: `tokio::spawn` on a
-/// multi-threaded runtime needs it to step many conversations at once.
+/// Compiles only while the runtime's futures are `Send`: `tokio::spawn` on a multi-threaded
+/// runtime needs it to open and step many conversations at once.
 #[allow(dead_code)]
-fn execute_can_run_in_a_spawned_task(runtime: &mut Runtime) {
+fn the_runtime_can_run_in_a_spawned_task(
+    runtime: &mut Runtime,
+    builder: ishiki_core::RuntimeBuilder,
+    prepared: ishiki_core::Prepared,
+    response: ishiki_core::ModelResponse,
+    model: &dyn ishiki_core::Model,
+) {
     fn send<T: Send>(_: T) {}
+    send(builder.build());
+    send(runtime.commit(prepared, response));
     send(runtime.execute());
+    send(runtime.add_user_message("m", "text", &[]));
+    send(runtime.withdraw("m"));
+    send(runtime.step_with(model));
 }
 
 fn message(n: usize) -> StoredMessage {
@@ -21,8 +32,8 @@ fn message(n: usize) -> StoredMessage {
     }
 }
 
-#[test]
-fn load_messages_since_returns_exactly_the_tail_with_withdrawn_flags() {
+#[tokio::test]
+async fn load_messages_since_returns_exactly_the_tail_with_withdrawn_flags() {
     let stores: Vec<Box<dyn HistoryStore>> = vec![
         Box::new(SqliteStore::in_memory().expect("sqlite")),
         Box::new(MemoryStore::new()),
@@ -34,6 +45,7 @@ fn load_messages_since_returns_exactly_the_tail_with_withdrawn_flags() {
                     messages: vec![message(n)],
                     ..Batch::default()
                 })
+                .await
                 .expect("commit");
         }
         store
@@ -41,10 +53,11 @@ fn load_messages_since_returns_exactly_the_tail_with_withdrawn_flags() {
                 withdrawn: vec!["m3".to_owned()],
                 ..Batch::default()
             })
+            .await
             .expect("withdraw");
-        let all = store.load().expect("load").messages;
+        let all = store.load().await.expect("load").messages;
         for after in 0..=7 {
-            let tail = store.load_messages_since(after).expect("since");
+            let tail = store.load_messages_since(after).await.expect("since");
             assert_eq!(
                 tail,
                 all[after.min(all.len())..].to_vec(),
@@ -52,7 +65,7 @@ fn load_messages_since_returns_exactly_the_tail_with_withdrawn_flags() {
             );
         }
         assert_eq!(
-            store.load_messages_since(3).expect("since"),
+            store.load_messages_since(3).await.expect("since"),
             vec![(message(3), true), (message(4), false)]
         );
     }

@@ -82,7 +82,7 @@ impl FileScheme for Pics {
     }
 }
 
-fn build(dir: &Path, platform: Arc<Recorder>) -> Runtime {
+async fn build(dir: &Path, platform: Arc<Recorder>) -> Runtime {
     Runtime::builder(assembly("{}\n", "seeing"), dir.join("state"))
         .clock(clock_at(Duration::ZERO))
         .codemode_worker(WorkerSpawn::InProcess)
@@ -91,6 +91,7 @@ fn build(dir: &Path, platform: Arc<Recorder>) -> Runtime {
         .platform(platform)
         .file_scheme(Arc::new(Pics))
         .build()
+        .await
         .expect("the runtime builds")
 }
 
@@ -104,6 +105,7 @@ async fn send(rt: &mut Runtime, messages: &[&str]) -> String {
             input: json!({ "messages": messages, "mode": "element" }),
         }]),
     )
+    .await
     .expect("commit");
     let mut reports = rt.execute().await.expect("execute");
     let report = reports.remove(0);
@@ -127,7 +129,7 @@ async fn element_markup_reaches_the_platform_only_as_allowed_images_and_escaped_
     let dir = tempfile::tempdir().expect("tempdir");
     workspace(dir.path());
     let platform = Arc::new(Recorder::default());
-    let mut rt = build(dir.path(), platform.clone());
+    let mut rt = build(dir.path(), platform.clone()).await;
     let hostile = [
         "<IMG SRC=http://evil.example/a.png>",
         "<img SRC=http://evil.example/b.png src=\"workspace:///ok.png\">",
@@ -177,7 +179,7 @@ async fn images_that_do_not_decode_are_dropped_with_a_reason() {
     let dir = tempfile::tempdir().expect("tempdir");
     workspace(dir.path());
     let platform = Arc::new(Recorder::default());
-    let mut rt = build(dir.path(), platform.clone());
+    let mut rt = build(dir.path(), platform.clone()).await;
     let report = send(
         &mut rt,
         &[

@@ -19,8 +19,8 @@ fn builder(dir: &Path) -> ishiki_core::RuntimeBuilder {
         .durability(Durability::Normal)
 }
 
-fn open(dir: &Path) -> Result<Runtime, RuntimeError> {
-    builder(dir).build()
+async fn open(dir: &Path) -> Result<Runtime, RuntimeError> {
+    builder(dir).build().await
 }
 
 /// `message` with the temporary directory's path (as given and canonical) replaced by `[tmp]`.
@@ -34,8 +34,9 @@ fn redact(message: &str, tmp: &Path) -> String {
 /// A conversation of two steps: an inbound image (an asset), a read of a workspace image (an
 /// artifact and an attachment record) and a committed delivery.
 async fn converse(dir: &Path) {
-    let mut rt = open(dir).expect("the runtime opens");
+    let mut rt = open(dir).await.expect("the runtime opens");
     rt.add_user_message("u1", "look", &[png(4, 4, 1)])
+        .await
         .expect("a user message");
     rt.workspace()
         .write("/home/workspace/a.png", &png(5, 3, 2))
@@ -49,24 +50,26 @@ async fn converse(dir: &Path) {
             input: json!({ "url": "workspace:///home/workspace/a.png", "lifetime": "once" }),
         }]),
     )
+    .await
     .expect("a commit");
     rt.execute().await.expect("the read runs");
     let prepared = rt.prepare().expect("a second request");
     rt.commit(prepared, ModelResponse::from_text("seen".to_owned()))
+        .await
         .expect("a second commit");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Roots (SEC-2).
 
-#[test]
-fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created() {
+#[tokio::test]
+async fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let ws = tmp.path().join("ws");
     std::fs::create_dir(&ws).expect("ws");
     let mut report = Vec::new();
-    let mut refused = |name: &str, state: &Path, b: ishiki_core::RuntimeBuilder| {
-        let error = b.build().expect_err(name);
+    let mut refused = async |name: &str, state: &Path, b: ishiki_core::RuntimeBuilder| {
+        let error = b.build().await.expect_err(name);
         assert_eq!(error.kind(), RuntimeErrorKind::Config, "{name}");
         assert!(
             !state.exists(),
@@ -82,13 +85,15 @@ fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created(
         "inside the workspace",
         &state,
         builder(&state).workspace_root(&ws),
-    );
+    )
+    .await;
     let state = ws.join("deep/er/state");
     refused(
         "deep inside the workspace, through a path with dots",
         &state,
         builder(&state).workspace_root(tmp.path().join("ws/deep/../.")),
-    );
+    )
+    .await;
     let docs = tmp.path().join("docs");
     let state = docs.join("state");
     refused(
@@ -97,13 +102,15 @@ fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created(
         builder(&state)
             .workspace_root(&ws)
             .local_root("docs", &docs),
-    );
+    )
+    .await;
     let state = tmp.path().join("state");
     refused(
         "a workspace inside the artifact store",
         &state,
         builder(&state).workspace_root(state.join("artifacts/x")),
-    );
+    )
+    .await;
     #[cfg(unix)]
     {
         // A symlink to the workspace is the workspace.
@@ -113,21 +120,25 @@ fn sec2_a_state_dir_the_model_could_reach_is_refused_before_anything_is_created(
             "inside the workspace through a symlink",
             &state,
             builder(&state).workspace_root(&ws),
-        );
+        )
+        .await;
     }
     with_snapshots(|| insta::assert_snapshot!("state_dir_roots_refused", report.join("\n")));
 
     // Beside the workspace, or the default workspace inside the state directory: fine.
-    open(&tmp.path().join("beside")).expect("the default workspace is inside the state");
+    open(&tmp.path().join("beside"))
+        .await
+        .expect("the default workspace is inside the state");
     builder(&tmp.path().join("beside2"))
         .workspace_root(&ws)
         .local_root("docs", &docs)
         .build()
+        .await
         .expect("a state directory beside the roots");
 }
 
-#[test]
-fn sec2_every_declared_store_location_is_checked_against_every_root() {
+#[tokio::test]
+async fn sec2_every_declared_store_location_is_checked_against_every_root() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let ws = tmp.path().join("ws");
     let docs = tmp.path().join("docs");
@@ -137,8 +148,8 @@ fn sec2_every_declared_store_location_is_checked_against_every_root() {
     }
     let state = tmp.path().join("state");
     let mut report = Vec::new();
-    let mut refused = |name: &str, b: ishiki_core::RuntimeBuilder| {
-        let error = b.build().expect_err(name);
+    let mut refused = async |name: &str, b: ishiki_core::RuntimeBuilder| {
+        let error = b.build().await.expect_err(name);
         assert_eq!(error.kind(), RuntimeErrorKind::Config, "{name}");
         report.push(format!(
             "{name}:\n  {}",
@@ -150,26 +161,30 @@ fn sec2_every_declared_store_location_is_checked_against_every_root() {
         builder(&state)
             .workspace_root(&ws)
             .store_location("the object store", ws.join("objects")),
-    );
+    )
+    .await;
     refused(
         "a socket directory inside a local root",
         builder(&state)
             .workspace_root(&ws)
             .local_root("docs", &docs)
             .store_location("the postgres socket directory", docs.join("run")),
-    );
+    )
+    .await;
     refused(
         "a workspace inside the object store",
         builder(&state)
             .workspace_root(objects.join("ws"))
             .store_location("the object store", &objects),
-    );
+    )
+    .await;
     refused(
         "an object store equal to the workspace",
         builder(&state)
             .workspace_root(&ws)
             .store_location("the object store", &ws),
-    );
+    )
+    .await;
     with_snapshots(|| insta::assert_snapshot!("store_locations_refused", report.join("\n")));
 
     builder(&state)
@@ -177,6 +192,7 @@ fn sec2_every_declared_store_location_is_checked_against_every_root() {
         .local_root("docs", &docs)
         .store_location("the object store", &objects)
         .build()
+        .await
         .expect("an object store beside the roots");
 }
 
@@ -187,13 +203,15 @@ fn sec2_every_declared_store_location_is_checked_against_every_root() {
 async fn sec4_a_state_dir_moved_mid_run_stops_the_next_commit_with_an_error_naming_it() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("state");
-    let mut rt = open(&dir).expect("the runtime opens");
+    let mut rt = open(&dir).await.expect("the runtime opens");
     rt.add_user_message("u1", "hello", &[])
+        .await
         .expect("a message before the move");
     let prepared = rt.prepare().expect("a request");
     std::fs::rename(&dir, tmp.path().join("moved")).expect("the state directory moves");
     let error = rt
         .commit(prepared, ModelResponse::from_text("hi".to_owned()))
+        .await
         .expect_err("the commit after the move fails");
     assert_eq!(error.kind(), RuntimeErrorKind::Io);
     assert_eq!(
@@ -202,17 +220,19 @@ async fn sec4_a_state_dir_moved_mid_run_stops_the_next_commit_with_an_error_nami
     );
     let error = rt
         .add_user_message("u2", "again", &[png(4, 4, 1)])
+        .await
         .expect_err("and so does every later write");
     assert_eq!(error.kind(), RuntimeErrorKind::Io);
     assert!(!dir.exists(), "nothing was recreated under the old path");
 
     // Deleted and recreated empty under the same name: another directory, refused too.
     let dir = tmp.path().join("state2");
-    let mut rt = open(&dir).expect("the runtime opens");
+    let mut rt = open(&dir).await.expect("the runtime opens");
     std::fs::rename(&dir, tmp.path().join("moved2")).expect("moved");
     std::fs::create_dir(&dir).expect("an empty directory in its place");
     let error = rt
         .add_user_message("u1", "hello", &[])
+        .await
         .expect_err("a replaced state directory is refused");
     assert!(
         error
@@ -225,12 +245,12 @@ async fn sec4_a_state_dir_moved_mid_run_stops_the_next_commit_with_an_error_nami
 // ---------------------------------------------------------------------------------------------
 // The lock (SEC-4).
 
-#[test]
-fn sec4_a_state_dir_serves_one_runtime_at_a_time_and_names_the_holder() {
+#[tokio::test]
+async fn sec4_a_state_dir_serves_one_runtime_at_a_time_and_names_the_holder() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("state");
-    let first = open(&dir).expect("the first runtime opens");
-    let error = open(&dir).expect_err("a second runtime is refused");
+    let first = open(&dir).await.expect("the first runtime opens");
+    let error = open(&dir).await.expect_err("a second runtime is refused");
     assert_eq!(error.kind(), RuntimeErrorKind::Busy);
     assert!(error.is_retryable(), "the holder may let go");
     let pid = std::process::id();
@@ -241,7 +261,9 @@ fn sec4_a_state_dir_serves_one_runtime_at_a_time_and_names_the_holder() {
         )
     );
     drop(first);
-    let again = open(&dir).expect("the lock is released with the runtime");
+    let again = open(&dir)
+        .await
+        .expect("the lock is released with the runtime");
     drop(again);
 }
 
@@ -249,8 +271,10 @@ const LOCK_CHILD_DIR: &str = "ISHIKI_CORE_LOCK_CHILD_STATE";
 
 /// The child of the test below (its own binary run again with [`LOCK_CHILD_DIR`] set): holds a
 /// runtime on the state directory `dir` until its stdin closes.
-fn hold_the_state_dir(dir: &str) {
-    let rt = open(Path::new(&dir)).expect("the child opens the state directory");
+async fn hold_the_state_dir(dir: &str) {
+    let rt = open(Path::new(&dir))
+        .await
+        .expect("the child opens the state directory");
     let mut out = std::io::stdout().lock();
     // The harness has printed `test … ` without a newline: end that line first.
     writeln!(out)
@@ -262,10 +286,10 @@ fn hold_the_state_dir(dir: &str) {
     drop(rt);
 }
 
-#[test]
-fn sec4_another_process_holding_the_state_dir_is_named_by_its_pid() {
+#[tokio::test]
+async fn sec4_another_process_holding_the_state_dir_is_named_by_its_pid() {
     if let Ok(dir) = std::env::var(LOCK_CHILD_DIR) {
-        return hold_the_state_dir(&dir);
+        return hold_the_state_dir(&dir).await;
     }
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("state");
@@ -289,7 +313,9 @@ fn sec4_another_process_holding_the_state_dir_is_named_by_its_pid() {
         lines.by_ref().any(|line| line == "locked"),
         "the child took the lock"
     );
-    let error = open(&dir).expect_err("refused while the child holds the lock");
+    let error = open(&dir)
+        .await
+        .expect_err("refused while the child holds the lock");
     assert_eq!(
         redact(error.message(), tmp.path()),
         format!(
@@ -301,7 +327,9 @@ fn sec4_another_process_holding_the_state_dir_is_named_by_its_pid() {
     lines.for_each(drop); // read to the end, so the child's last lines are not written into a closed pipe
     let status = child.wait().expect("the child ends");
     assert!(status.success(), "{status}");
-    open(&dir).expect("free again once the holder is gone");
+    open(&dir)
+        .await
+        .expect("free again once the holder is gone");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -311,9 +339,9 @@ fn sec4_another_process_holding_the_state_dir_is_named_by_its_pid() {
 async fn sec4_a_lost_history_is_an_error_not_a_new_conversation() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let mut report = Vec::new();
-    let mut refused = |name: &str, dir: &Path| {
+    let mut refused = async |name: &str, dir: &Path| {
         let before = std::fs::metadata(dir.join("history.sqlite")).map(|m| m.len());
-        let error = open(dir).expect_err(name);
+        let error = open(dir).await.expect_err(name);
         assert_eq!(error.kind(), RuntimeErrorKind::Damaged, "{name}: {error}");
         assert!(!error.is_retryable(), "{name}");
         report.push(format!(
@@ -338,7 +366,7 @@ async fn sec4_a_lost_history_is_an_error_not_a_new_conversation() {
     converse(&dir).await;
     remove_db(&dir);
     std::fs::write(dir.join("history.sqlite"), b"").expect("a 0-byte database");
-    refused("0-byte history, marker present", &dir);
+    refused("0-byte history, marker present", &dir).await;
 
     let dir = tmp.path().join("legacy");
     converse(&dir).await;
@@ -348,14 +376,15 @@ async fn sec4_a_lost_history_is_an_error_not_a_new_conversation() {
     refused(
         "0-byte history, no marker, artifacts and assets present",
         &dir,
-    );
+    )
+    .await;
     std::fs::remove_dir_all(dir.join("artifacts")).expect("artifacts");
-    refused("0-byte history, no marker, assets present", &dir);
+    refused("0-byte history, no marker, assets present", &dir).await;
 
     let dir = tmp.path().join("deleted");
     converse(&dir).await;
     remove_db(&dir);
-    refused("history deleted", &dir);
+    refused("history deleted", &dir).await;
 
     with_snapshots(|| insta::assert_snapshot!("state_dir_lost_history", report.join("\n")));
 }
@@ -364,11 +393,13 @@ async fn sec4_a_lost_history_is_an_error_not_a_new_conversation() {
 async fn sec4_a_history_whose_write_ahead_log_was_lost_is_an_error() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let dir = tmp.path().join("state");
-    let mut rt = open(&dir).expect("the runtime opens");
+    let mut rt = open(&dir).await.expect("the runtime opens");
     rt.add_user_message("u1", "look", &[png(4, 4, 1)])
+        .await
         .expect("a user message");
     let prepared = rt.prepare().expect("a request");
     rt.commit(prepared, ModelResponse::from_text("seen".to_owned()))
+        .await
         .expect("a commit");
     // Killed now, with the commits only in the write-ahead log (no checkpoint yet), and the
     // log then deleted: what is left is the main file and the rest of the directory.
@@ -378,13 +409,15 @@ async fn sec4_a_history_whose_write_ahead_log_was_lost_is_an_error() {
         std::fs::copy(dir.join(name), lost.join(name)).expect("a copied file");
     }
     drop(rt);
-    let error = open(&lost).expect_err("a history without its log is refused");
+    let error = open(&lost)
+        .await
+        .expect_err("a history without its log is refused");
     assert_eq!(
         redact(error.message(), tmp.path()),
         "the state directory [tmp]/lost held a conversation (its marker file ishiki.conversation is there), but the history store [tmp]/lost/history.sqlite has none of its tables (its write-ahead log may have been lost): refusing to start a new conversation over it; restore the history store, or choose another state directory"
     );
     // The untouched original reopens with its conversation.
-    let rt = open(&dir).expect("the original reopens");
+    let rt = open(&dir).await.expect("the original reopens");
     assert!(rt.has_message("u1"));
 }
 
@@ -470,11 +503,11 @@ async fn sec4_a_stored_row_of_the_wrong_shape_is_an_error_naming_its_table_and_r
             .execute(sql, [])
             .expect("the damage applies");
         assert_eq!(changed, 1, "{name}: {sql}");
-        let error = open(&dir).expect_err(name);
+        let error = open(&dir).await.expect_err(name);
         assert_eq!(error.kind(), RuntimeErrorKind::Damaged, "{name}: {error}");
         report.push(format!("{name}:\n  {}", error.message()));
     }
     with_snapshots(|| insta::assert_snapshot!("state_dir_damaged_rows", report.join("\n")));
     // The undamaged template still opens.
-    open(&template).expect("the template opens");
+    open(&template).await.expect("the template opens");
 }

@@ -96,23 +96,27 @@ fn expected_after_history() -> StoredState {
     }
 }
 
-#[test]
-fn prj13_commit_then_load_round_trips_in_commit_order() {
+#[tokio::test]
+async fn prj13_commit_then_load_round_trips_in_commit_order() {
     for backend in backends() {
-        let mut store = backend.open();
-        assert_eq!(store.load().unwrap(), StoredState::default(), "{backend:?}");
+        let mut store = backend.open().await;
+        assert_eq!(
+            store.load().await.unwrap(),
+            StoredState::default(),
+            "{backend:?}"
+        );
         for batch in history() {
-            store.commit(&batch).unwrap();
+            store.commit(&batch).await.unwrap();
         }
         assert_eq!(
-            store.load().unwrap(),
+            store.load().await.unwrap(),
             expected_after_history(),
             "{backend:?}"
         );
         // An empty batch changes nothing.
-        store.commit(&Batch::default()).unwrap();
+        store.commit(&Batch::default()).await.unwrap();
         assert_eq!(
-            store.load().unwrap(),
+            store.load().await.unwrap(),
             expected_after_history(),
             "{backend:?}"
         );
@@ -159,19 +163,19 @@ fn failing_batches() -> Vec<(&'static str, Batch)> {
     ]
 }
 
-#[test]
-fn sec4_a_failing_batch_leaves_nothing() {
+#[tokio::test]
+async fn sec4_a_failing_batch_leaves_nothing() {
     let mut reports = Vec::new();
     for backend in backends() {
         let mut report = String::new();
-        let mut store = backend.open();
+        let mut store = backend.open().await;
         for batch in history() {
-            store.commit(&batch).unwrap();
+            store.commit(&batch).await.unwrap();
         }
         for (name, batch) in failing_batches() {
-            let error = store.commit(&batch).unwrap_err();
+            let error = store.commit(&batch).await.unwrap_err();
             assert_eq!(
-                store.load().unwrap(),
+                store.load().await.unwrap(),
                 expected_after_history(),
                 "{name} left a trace in {backend:?}"
             );
@@ -188,8 +192,9 @@ fn sec4_a_failing_batch_leaves_nothing() {
                 messages: vec![message("after", 5)],
                 ..Batch::default()
             })
+            .await
             .unwrap();
-        assert_eq!(store.load().unwrap().messages.len(), 5, "{backend:?}");
+        assert_eq!(store.load().await.unwrap().messages.len(), 5, "{backend:?}");
         reports.push((backend.name, report));
     }
     // Every store reports the same errors in the same words.
@@ -200,29 +205,29 @@ fn sec4_a_failing_batch_leaves_nothing() {
     with_snapshots(|| insta::assert_snapshot!("store_errors", first.trim_end()));
 }
 
-#[test]
-fn prj13_reopening_restores_exactly() {
+#[tokio::test]
+async fn prj13_reopening_restores_exactly() {
     for backend in backends() {
-        reopening_restores_exactly(&backend);
+        reopening_restores_exactly(&backend).await;
     }
 }
 
-fn reopening_restores_exactly(backend: &Backend) {
+async fn reopening_restores_exactly(backend: &Backend) {
     {
-        let mut store = backend.open();
+        let mut store = backend.open().await;
         for batch in history().into_iter().take(2) {
-            store.commit(&batch).expect("the commit succeeds");
+            store.commit(&batch).await.expect("the commit succeeds");
         }
     }
     {
-        let mut store = backend.open();
+        let mut store = backend.open().await;
         for batch in history().into_iter().skip(2) {
-            store.commit(&batch).expect("the commit succeeds");
+            store.commit(&batch).await.expect("the commit succeeds");
         }
     }
-    let mut store = backend.open();
+    let mut store = backend.open().await;
     assert_eq!(
-        store.load().expect("the store loads"),
+        store.load().await.expect("the store loads"),
         expected_after_history(),
         "{backend:?}"
     );
@@ -233,9 +238,11 @@ fn reopening_restores_exactly(backend: &Backend) {
             messages: vec![message("0-first-by-name", 5)],
             ..Batch::default()
         })
+        .await
         .expect("the commit succeeds");
     let ids: Vec<String> = store
         .load()
+        .await
         .expect("the store loads")
         .messages
         .into_iter()
@@ -248,8 +255,8 @@ fn reopening_restores_exactly(backend: &Backend) {
     );
 }
 
-#[test]
-fn prj13_sqlite_reopens_across_durability_settings() {
+#[tokio::test]
+async fn prj13_sqlite_reopens_across_durability_settings() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.db");
     for (k, durability) in [Durability::Full, Durability::Normal, Durability::Full]
@@ -258,22 +265,22 @@ fn prj13_sqlite_reopens_across_durability_settings() {
     {
         let mut store = SqliteStore::open(&path, durability).unwrap();
         if let Some(batch) = history().into_iter().nth(k) {
-            store.commit(&batch).unwrap();
+            store.commit(&batch).await.unwrap();
         }
     }
     let store = SqliteStore::open(&path, Durability::Normal).unwrap();
-    assert_eq!(store.load().unwrap(), expected_after_history());
+    assert_eq!(store.load().await.unwrap(), expected_after_history());
 }
 
-#[test]
-fn prj13_memory_store_clones_share_history() {
+#[tokio::test]
+async fn prj13_memory_store_clones_share_history() {
     let mut store = MemoryStore::new();
     let reopened = store.clone();
     for batch in history() {
-        store.commit(&batch).unwrap();
+        store.commit(&batch).await.unwrap();
     }
     drop(store);
-    assert_eq!(reopened.load().unwrap(), expected_after_history());
+    assert_eq!(reopened.load().await.unwrap(), expected_after_history());
 }
 
 #[test]
@@ -310,13 +317,13 @@ fn sec3_foreign_and_newer_files_are_refused_clearly() {
 
 /// A store of schema version 1 kept the delivery state as one document; opening it moves each
 /// record's state to its own row, keeps everything else, and the runtime reads the same state.
-#[test]
-fn a_version_1_store_is_migrated_with_its_delivery_state_split_into_rows() {
+#[tokio::test]
+async fn a_version_1_store_is_migrated_with_its_delivery_state_split_into_rows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("history.db");
     let mut store = SqliteStore::open(&path, Durability::Full).unwrap();
     for batch in history() {
-        store.commit(&batch).unwrap();
+        store.commit(&batch).await.unwrap();
     }
     drop(store);
     let whole = json!({ "records": [
@@ -349,7 +356,7 @@ fn a_version_1_store_is_migrated_with_its_delivery_state_split_into_rows() {
     ]
     .into_iter()
     .collect();
-    assert_eq!(store.load().unwrap(), expected);
+    assert_eq!(store.load().await.unwrap(), expected);
     let version: i64 = rusqlite::Connection::open(&path)
         .unwrap()
         .pragma_query_value(None, "user_version", |row| row.get(0))
@@ -378,7 +385,7 @@ enum CrashStore {
 impl CrashStore {
     /// Opens the store. A killed writer leaves its PostgreSQL lease behind until it expires;
     /// the test knows the writer is dead, so it takes the lease over.
-    fn open(&self, durability: Durability) -> Box<dyn HistoryStore> {
+    async fn open(&self, durability: Durability) -> Box<dyn HistoryStore> {
         match self {
             Self::Sqlite(path) => {
                 Box::new(SqliteStore::open(path, durability).expect("the store opens"))
@@ -392,6 +399,7 @@ impl CrashStore {
                         ..ishiki_postgres::PostgresOptions::default()
                     },
                 )
+                .await
                 .expect("postgres opens"),
             ),
         }
@@ -454,7 +462,7 @@ fn crash_state(last: u64) -> StoredState {
     clippy::unwrap_used,
     reason = "a test's child process: it fails and reports as its test would"
 )]
-fn crash_child() -> bool {
+async fn crash_child() -> bool {
     let target = match (std::env::var(CHILD_PG), std::env::var(CHILD_DB)) {
         (Ok(url), _) => CrashStore::Postgres(url),
         (_, Ok(db)) => CrashStore::Sqlite(db.into()),
@@ -464,9 +472,10 @@ fn crash_child() -> bool {
         Ok("full") => Durability::Full,
         _ => Durability::Normal,
     };
-    let mut store = target.open(durability);
+    let mut store = target.open(durability).await;
     let start = store
         .load()
+        .await
         .unwrap()
         .meta
         .get("last_batch")
@@ -475,7 +484,7 @@ fn crash_child() -> bool {
     let mut out = std::io::stdout().lock();
     // Bounded, so an orphaned child (parent gone) stops by itself.
     for k in start + 1..start + 10_000 {
-        store.commit(&crash_batch(k)).unwrap();
+        store.commit(&crash_batch(k)).await.unwrap();
         if writeln!(out, "committed {k}")
             .and_then(|()| out.flush())
             .is_err()
@@ -498,21 +507,22 @@ impl Rng {
     }
 }
 
-#[test]
-fn sec4_killed_writer_leaves_whole_batches() {
-    if crash_child() {
+#[tokio::test]
+async fn sec4_killed_writer_leaves_whole_batches() {
+    if crash_child().await {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     killed_writer_leaves_whole_batches(
         &CrashStore::Sqlite(dir.path().join("history.db")),
         "suite::store::sec4_killed_writer_leaves_whole_batches",
-    );
+    )
+    .await;
 }
 
-#[test]
-fn sec4_killed_postgres_writer_leaves_whole_batches() {
-    if crash_child() {
+#[tokio::test]
+async fn sec4_killed_postgres_writer_leaves_whole_batches() {
+    if crash_child().await {
         return;
     }
     let Some(url) =
@@ -523,12 +533,13 @@ fn sec4_killed_postgres_writer_leaves_whole_batches() {
     killed_writer_leaves_whole_batches(
         &CrashStore::Postgres(url),
         "suite::store::sec4_killed_postgres_writer_leaves_whole_batches",
-    );
+    )
+    .await;
 }
 
 /// Kills a writer (`test`, run again as [`crash_child`]) at random points and checks what
 /// reopens.
-fn killed_writer_leaves_whole_batches(target: &CrashStore, test: &str) {
+async fn killed_writer_leaves_whole_batches(target: &CrashStore, test: &str) {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)
@@ -573,8 +584,8 @@ fn killed_writer_leaves_whole_batches(target: &CrashStore, test: &str) {
             "seed {seed} round {round}: the writer stopped early ({status})"
         );
 
-        let store = target.open(Durability::Normal);
-        let state = store.load().expect("the store loads");
+        let store = target.open(Durability::Normal).await;
+        let state = store.load().await.expect("the store loads");
         let last = state
             .meta
             .get("last_batch")

@@ -38,7 +38,7 @@ impl Tool for Named {
     }
 }
 
-fn runtime(dir: &std::path::Path, profile: &str) -> Runtime {
+async fn runtime(dir: &std::path::Path, profile: &str) -> Runtime {
     let profile = Profile::from_yaml(profile).expect("a valid profile");
     let models = ModelsDoc::from_yaml("models:\n  main: { input: [text] }\n").expect("models");
     let assembly = assemble(profile, models, "main").expect("assembles");
@@ -47,13 +47,14 @@ fn runtime(dir: &std::path::Path, profile: &str) -> Runtime {
         .codemode_worker(WorkerSpawn::InProcess)
         .durability(Durability::Normal)
         .build()
+        .await
         .expect("the runtime builds")
 }
 
-#[test]
-fn ts5_built_in_tools_and_invalid_schemas_cannot_be_added_or_removed() {
+#[tokio::test]
+async fn ts5_built_in_tools_and_invalid_schemas_cannot_be_added_or_removed() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let mut rt = runtime(dir.path(), "");
+    let mut rt = runtime(dir.path(), "").await;
     let read = rt
         .add_tool(Named::deferred("read", "not the real read"))
         .expect_err("read is built in");
@@ -78,10 +79,10 @@ fn ts5_built_in_tools_and_invalid_schemas_cannot_be_added_or_removed() {
 /// Whether a tool is built in is known from where the runtime made it, not from the `origin`
 /// label of its definition (issue 28, point 3): a plug-in tool that labels itself `builtin`
 /// can still be replaced and removed, and the codemode tool cannot.
-#[test]
-fn a_tool_that_labels_itself_builtin_is_still_a_registered_one() {
+#[tokio::test]
+async fn a_tool_that_labels_itself_builtin_is_still_a_registered_one() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let mut rt = runtime(dir.path(), "codemode: { enable: true }\n");
+    let mut rt = runtime(dir.path(), "codemode: { enable: true }\n").await;
     let labelled = |description: &str| -> Arc<dyn Tool> {
         Arc::new(Named {
             def: ToolDef::new("lookup", description, json!({ "type": "object" }))
@@ -104,10 +105,10 @@ fn a_tool_that_labels_itself_builtin_is_still_a_registered_one() {
 
 /// A definition the catalog would refuse (an empty name, a space in the name, a schema that
 /// is not an object) never reaches the catalog or a delta: refused at build and after start.
-#[test]
-fn tools_the_catalog_would_refuse_are_refused_at_build_and_after_start() {
+#[tokio::test]
+async fn tools_the_catalog_would_refuse_are_refused_at_build_and_after_start() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let mut rt = runtime(dir.path(), "");
+    let mut rt = runtime(dir.path(), "").await;
     let bad = [
         (
             ToolDef::new("", "no name", json!({ "type": "object" })),
@@ -141,15 +142,16 @@ fn tools_the_catalog_would_refuse_are_refused_at_build_and_after_start() {
             .codemode_worker(WorkerSpawn::InProcess)
             .tool(Arc::new(Named { def }))
             .build()
+            .await
             .expect_err("refused at build");
         assert!(built.message().contains(says), "{built}");
     }
 }
 
-#[test]
-fn ts5_with_toolsearch_a_new_tool_waits_in_the_pool_and_a_removed_one_leaves_it_silently() {
+#[tokio::test]
+async fn ts5_with_toolsearch_a_new_tool_waits_in_the_pool_and_a_removed_one_leaves_it_silently() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let mut rt = runtime(dir.path(), "toolsearch: { enable: true }\n");
+    let mut rt = runtime(dir.path(), "toolsearch: { enable: true }\n").await;
     let first = rt.prepare().expect("prepare");
     let tools_before: Vec<String> = first.request.tools.iter().map(|t| t.name.clone()).collect();
     rt.abandon(first);

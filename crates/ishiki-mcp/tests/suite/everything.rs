@@ -54,7 +54,7 @@ async fn ts1_everything_tools_join_the_pool_deferred() {
 async fn ts2_search_finds_the_tiny_image_and_a_direct_call_yields_a_png_attachment() {
     let (profile, tools) = everything(false, "toolsearch: { enable: true }\n").await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(&profile, tools, dir.path());
+    let mut rt = runtime(&profile, tools, dir.path()).await;
 
     // Deferred: not listed in the first request.
     let first = rt.prepare().expect("prepare");
@@ -159,7 +159,7 @@ async fn cm2_raw_result_is_the_content_array() {
 async fn out_embedded_blob_resource_and_resource_link_come_through() {
     let (profile, tools) = everything(true, "").await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(&profile, tools, dir.path());
+    let mut rt = runtime(&profile, tools, dir.path()).await;
     let reports = step(
         &mut rt,
         &[
@@ -210,7 +210,7 @@ async fn out_embedded_blob_resource_and_resource_link_come_through() {
 async fn sec_tool_error_stays_a_readable_result() {
     let (profile, tools) = everything(true, "").await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(&profile, tools, dir.path());
+    let mut rt = runtime(&profile, tools, dir.path()).await;
     let reports = step(
         &mut rt,
         &[(
@@ -244,7 +244,7 @@ async fn cm6_a_program_returns_the_mcp_image_with_lifetime_recent() {
     for tool in tools {
         builder = builder.tool(tool);
     }
-    let mut rt = builder.build().expect("the runtime builds");
+    let mut rt = builder.build().await.expect("the runtime builds");
 
     let code = "const shot = await tools[\"everything_get-tiny-image\"]({});\n\
                 return { caption: shot[0].text, kind: shot[1].type, attachments: [{ ...shot[1], lifetime: \"recent\" }] };";

@@ -52,7 +52,7 @@ async fn sec_a_hung_server_times_out_and_restarts_on_the_next_call() {
     assert!(errors.is_empty(), "{errors:?}");
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = Profile::default();
-    let mut rt = runtime(&profile, tools, dir.path());
+    let mut rt = runtime(&profile, tools, dir.path()).await;
 
     let hung = step(&mut rt, &[("fake_hang", json!({}))]).await;
     assert!(hung[0].is_error);

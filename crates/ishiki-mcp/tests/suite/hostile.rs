@@ -98,7 +98,7 @@ async fn hostile_runtime(dir: &std::path::Path) -> Runtime {
         builder = builder.tool(tool);
     }
     assert!(errors.is_empty(), "{errors:?}");
-    builder.build().expect("the runtime builds")
+    builder.build().await.expect("the runtime builds")
 }
 
 #[tokio::test]
@@ -128,7 +128,7 @@ async fn one_duplicate_or_malformed_tool_name_leaves_out_or_renames_that_tool_on
 
     // The runtime builds with every tool that was kept, and the renamed one answers.
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(&Profile::default(), tools, dir.path());
+    let mut rt = runtime(&Profile::default(), tools, dir.path()).await;
     let reports = step(
         &mut rt,
         &[("hostile_dup", json!({})), ("hostile_bad_name", json!({}))],
@@ -158,7 +158,7 @@ async fn a_tool_whose_input_schema_does_not_compile_is_left_out_when_checked_and
         left_out[0].message()
     );
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(&Profile::default(), tools, dir.path());
+    let mut rt = runtime(&Profile::default(), tools, dir.path()).await;
     let reports = step(&mut rt, &[("schemas_ping", json!({}))]).await;
     assert_eq!(reports[0].text, "pong");
 
@@ -178,6 +178,7 @@ async fn a_tool_whose_input_schema_does_not_compile_is_left_out_when_checked_and
         .into_iter()
         .fold(Runtime::builder(assembly, dir.path()), |b, t| b.tool(t))
         .build()
+        .await
         .expect_err("refused");
     assert!(
         error
@@ -201,7 +202,7 @@ async fn servers_whose_names_join_alike_get_distinct_tool_names() {
     with_snapshots(|| insta::assert_snapshot!("renamed_tool_description", defs[1].description));
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(&Profile::default(), tools, dir.path());
+    let mut rt = runtime(&Profile::default(), tools, dir.path()).await;
     let reports = step(&mut rt, &[("a_b_c", json!({})), ("a_b__c", json!({}))]).await;
     let texts: Vec<&str> = reports.iter().map(|r| r.text.as_str()).collect();
     assert_eq!(

@@ -108,7 +108,7 @@ async fn a_remote_server_declared_by_url_joins_the_pool_and_its_tools_work_direc
     let names: Vec<String> = tools.iter().map(|t| t.definition().name).collect();
     assert!(names.iter().any(|n| n == "everything_echo"), "{names:?}");
     let state = tempfile::tempdir().expect("tempdir");
-    let mut runtime = runtime(&profile, tools, state.path());
+    let mut runtime = runtime(&profile, tools, state.path()).await;
     let reports = step(
         &mut runtime,
         &[("everything_echo", json!({ "message": "over http" }))],

@@ -39,7 +39,7 @@ async fn started(mode: &str, dir: &Path) -> (Vec<Arc<McpServer>>, Runtime) {
     assert!(errors.is_empty(), "{errors:?}");
     let (tools, errors) = server_tools(&servers[0]);
     assert!(errors.is_empty(), "{errors:?}");
-    let rt = runtime(&Profile::default(), tools, dir);
+    let rt = runtime(&Profile::default(), tools, dir).await;
     (servers, rt)
 }
 
@@ -104,7 +104,7 @@ async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_append
             input: json!({ "text": "hello" }),
         },
     ]);
-    rt.commit(prepared, response).expect("commit");
+    rt.commit(prepared, response).await.expect("commit");
     let reports = rt.execute().await.expect("execute");
     assert!(reports[0].is_error);
     assert_eq!(

@@ -162,7 +162,7 @@ pub(crate) fn fake_config(name: &str, mode: &str, timeout: Duration) -> McpServe
 }
 
 /// A runtime for `profile` whose main model reads text and images, with `tools` registered.
-pub(crate) fn runtime(profile: &Profile, tools: Vec<Arc<dyn Tool>>, state: &Path) -> Runtime {
+pub(crate) async fn runtime(profile: &Profile, tools: Vec<Arc<dyn Tool>>, state: &Path) -> Runtime {
     let models =
         ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n").expect("valid models");
     let assembly = assemble(profile.clone(), models, "main").expect("assembles");
@@ -170,7 +170,7 @@ pub(crate) fn runtime(profile: &Profile, tools: Vec<Arc<dyn Tool>>, state: &Path
     for tool in tools {
         builder = builder.tool(tool);
     }
-    builder.build().expect("the runtime builds")
+    builder.build().await.expect("the runtime builds")
 }
 
 /// One step in which the model makes `calls` (name, input); returns the reports.
@@ -183,7 +183,7 @@ pub(crate) async fn step(runtime: &mut Runtime, calls: &[(&str, Value)]) -> Vec<
             name: (*name).to_owned(),
             input: input.clone(),
         }));
-    runtime.commit(prepared, response).expect("commit");
+    runtime.commit(prepared, response).await.expect("commit");
     runtime.execute().await.expect("execute")
 }
 

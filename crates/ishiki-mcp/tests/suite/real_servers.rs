@@ -168,7 +168,7 @@ async fn connect(profile: &str) -> (Profile, Vec<Arc<dyn Tool>>) {
     (profile, tools)
 }
 
-fn runtime(profile: Profile, tools: Vec<Arc<dyn Tool>>, state: &Path) -> Runtime {
+async fn runtime(profile: Profile, tools: Vec<Arc<dyn Tool>>, state: &Path) -> Runtime {
     let models =
         ModelsDoc::from_yaml("models:\n  main: { input: [text, image] }\n").expect("valid models");
     let semantic = load_semantic_model(&profile).expect("the model loads");
@@ -180,7 +180,7 @@ fn runtime(profile: Profile, tools: Vec<Arc<dyn Tool>>, state: &Path) -> Runtime
     for tool in tools {
         builder = builder.tool(tool);
     }
-    builder.build().expect("the runtime builds")
+    builder.build().await.expect("the runtime builds")
 }
 
 /// The names `search`'s text lists, in its order (`- name: description` lines).
@@ -264,7 +264,7 @@ async fn ts5_every_tool_of_six_real_servers_is_found_works_directly_and_keeps_it
     assert_eq!(joined.len(), 51);
 
     let state = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(profile, tools, state.path());
+    let mut rt = runtime(profile, tools, state.path()).await;
     let mut problems = Vec::new();
     let mut declarations = Vec::new();
     for server in &data.servers {
@@ -334,7 +334,7 @@ async fn ts4_every_tool_of_six_real_servers_works_from_a_program_as_declared() {
     let scratch = Scratch::new();
     let (profile, tools) = connect(&scratch.profile("codemode: { enable: true }\n")).await;
     let state = tempfile::tempdir().expect("tempdir");
-    let mut rt = runtime(profile, tools, state.path());
+    let mut rt = runtime(profile, tools, state.path()).await;
 
     // The codemode tool's description declares every tool: it compiles, with a program that
     // calls each as the description says.

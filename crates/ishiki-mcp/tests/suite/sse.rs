@@ -36,7 +36,7 @@ async fn ts5_an_sse_server_named_in_the_profile_joins_the_pool_and_its_text_and_
         assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
     }
     let state = tempfile::tempdir().expect("tempdir");
-    let mut runtime = runtime(&profile, tools, state.path());
+    let mut runtime = runtime(&profile, tools, state.path()).await;
     let reports = step(
         &mut runtime,
         &[("everything_echo", json!({ "message": "over sse" }))],

@@ -12,3 +12,13 @@ use ishiki_postgres::testing::TestCluster;
 pub(crate) fn database(test: &str) -> Option<String> {
     TestCluster::database_or_skip(test)
 }
+
+/// A plain client of the database `url`, for a test's own SQL; its connection runs on the
+/// test's runtime.
+pub(crate) async fn client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connects");
+    tokio::spawn(connection);
+    client
+}

@@ -8,18 +8,19 @@ use serde_json::json;
 
 use super::database;
 
-fn open(url: &str, conversation: &str) -> PostgresStore {
+async fn open(url: &str, conversation: &str) -> PostgresStore {
     PostgresStore::connect(url, conversation, &PostgresOptions::default())
+        .await
         .unwrap_or_else(|e| panic!("{conversation} opens: {e}"))
 }
 
-fn client(url: &str) -> postgres::Client {
-    postgres::Client::connect(url, postgres::NoTls).expect("connects")
-}
+use super::client;
 
-fn versions(url: &str) -> Vec<i32> {
+async fn versions(url: &str) -> Vec<i32> {
     client(url)
+        .await
         .query("SELECT version FROM ishiki_schema ORDER BY version", &[])
+        .await
         .expect("the schema table exists")
         .iter()
         .map(|row| row.get(0))
@@ -36,41 +37,43 @@ fn one_message(id: &str) -> Batch {
     }
 }
 
-#[test]
-fn concurrent_first_opens_migrate_once() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_opens_migrate_once() {
     let Some(url) = database("concurrent_first_opens_migrate_once") else {
         return;
     };
     let openers: Vec<_> = (0..4)
         .map(|k| {
             let url = url.clone();
-            std::thread::spawn(move || {
+            tokio::spawn(async move {
                 PostgresStore::connect(&url, &format!("c{k}"), &PostgresOptions::default())
+                    .await
                     .map(drop)
             })
         })
         .collect();
     for opener in openers {
-        opener.join().expect("no panic").expect("opens");
+        opener.await.expect("no panic").expect("opens");
     }
-    drop(open(&url, "again"));
+    drop(open(&url, "again").await);
     let expected: Vec<i32> = (1..=SCHEMA_VERSION).collect();
-    assert_eq!(versions(&url), expected);
+    assert_eq!(versions(&url).await, expected);
 }
 
 /// A database of schema version 1 kept each conversation's delivery state as one document;
 /// migration 2 moves each record's state to its own row, per conversation.
-#[test]
-fn a_version_1_database_is_migrated_with_its_delivery_state_split_into_rows() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_database_is_migrated_with_its_delivery_state_split_into_rows() {
     let Some(url) = database("a_version_1_database_is_migrated") else {
         return;
     };
     for conversation in ["c1", "c2"] {
-        let mut store = open(&url, conversation);
-        store.commit(&one_message("m1")).expect("commits");
+        let mut store = open(&url, conversation).await;
+        store.commit(&one_message("m1")).await.expect("commits");
     }
     // What version 1 was: no `ishiki_delivery`, the state a row of `ishiki_state`.
     client(&url)
+        .await
         .batch_execute(
             r#"DROP TABLE ishiki_delivery;
                DELETE FROM ishiki_schema WHERE version > 1;
@@ -78,8 +81,9 @@ fn a_version_1_database_is_migrated_with_its_delivery_state_split_into_rows() {
                  ('c1', 'delivery', '{"records":[{"id":"a1","seq":0,"viewed":true},{"id":"a2","seq":1}]}'),
                  ('c2', 'delivery', '{"records":[{"id":"a1","seq":0,"released":true}]}');"#,
         )
+        .await
         .expect("back to version 1");
-    let state = open(&url, "c1").load().expect("loads");
+    let state = open(&url, "c1").await.load().await.expect("loads");
     assert_eq!(state.delivery, None);
     assert_eq!(
         state.delivery_records.into_iter().collect::<Vec<_>>(),
@@ -92,7 +96,7 @@ fn a_version_1_database_is_migrated_with_its_delivery_state_split_into_rows() {
         ]
     );
     assert_eq!(state.messages.len(), 1);
-    let other = open(&url, "c2").load().expect("loads");
+    let other = open(&url, "c2").await.load().await.expect("loads");
     assert_eq!(
         other.delivery_records.into_iter().collect::<Vec<_>>(),
         [(
@@ -101,20 +105,23 @@ fn a_version_1_database_is_migrated_with_its_delivery_state_split_into_rows() {
         )]
     );
     let expected: Vec<i32> = (1..=SCHEMA_VERSION).collect();
-    assert_eq!(versions(&url), expected);
+    assert_eq!(versions(&url).await, expected);
 }
 
-#[test]
-fn sec3_a_newer_schema_is_refused_clearly() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sec3_a_newer_schema_is_refused_clearly() {
     let Some(url) = database("sec3_a_newer_schema_is_refused_clearly") else {
         return;
     };
-    drop(open(&url, "c"));
+    drop(open(&url, "c").await);
     client(&url)
+        .await
         .execute("INSERT INTO ishiki_schema (version) VALUES (99)", &[])
+        .await
         .expect("inserts");
-    let error =
-        PostgresStore::connect(&url, "c", &PostgresOptions::default()).expect_err("a newer schema");
+    let error = PostgresStore::connect(&url, "c", &PostgresOptions::default())
+        .await
+        .expect_err("a newer schema");
     assert_eq!(error.kind(), StoreErrorKind::Version);
     assert_eq!(
         error.message(),
@@ -124,20 +131,22 @@ fn sec3_a_newer_schema_is_refused_clearly() {
     );
 }
 
-#[test]
-fn sec3_a_bad_stored_row_names_its_table_and_id() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sec3_a_bad_stored_row_names_its_table_and_id() {
     let Some(url) = database("sec3_a_bad_stored_row_names_its_table_and_id") else {
         return;
     };
-    let mut store = open(&url, "c");
-    store.commit(&one_message("m1")).expect("commits");
+    let mut store = open(&url, "c").await;
+    store.commit(&one_message("m1")).await.expect("commits");
     client(&url)
+        .await
         .execute(
             "UPDATE ishiki_messages SET json = '{oops' WHERE id = 'm1'",
             &[],
         )
+        .await
         .expect("updates");
-    let error = store.load().expect_err("a corrupt row");
+    let error = store.load().await.expect_err("a corrupt row");
     assert_eq!(error.kind(), StoreErrorKind::Corrupt);
     assert!(
         error
@@ -147,15 +156,19 @@ fn sec3_a_bad_stored_row_names_its_table_and_id() {
     );
 
     client(&url)
+        .await
         .execute(
             "INSERT INTO ishiki_meta (conversation, key, json) VALUES ('c', 'step', 'nope')",
             &[],
         )
+        .await
         .expect("inserts");
     client(&url)
+        .await
         .execute("DELETE FROM ishiki_messages", &[])
+        .await
         .expect("deletes");
-    let error = store.load().expect_err("a corrupt meta row");
+    let error = store.load().await.expect_err("a corrupt meta row");
     assert!(
         error
             .message()
@@ -164,32 +177,36 @@ fn sec3_a_bad_stored_row_names_its_table_and_id() {
     );
 }
 
-#[test]
-fn conversations_in_one_database_are_apart() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversations_in_one_database_are_apart() {
     let Some(url) = database("conversations_in_one_database_are_apart") else {
         return;
     };
-    let mut a = open(&url, "a");
-    let mut b = open(&url, "b");
+    let mut a = open(&url, "a").await;
+    let mut b = open(&url, "b").await;
     // The same ids in two conversations are no duplicates.
-    a.commit(&one_message("m1")).expect("a commits");
-    b.commit(&one_message("m1")).expect("b commits");
-    b.commit(&one_message("m2")).expect("b commits again");
-    let error = a.commit(&one_message("m1")).expect_err("a duplicate in a");
+    a.commit(&one_message("m1")).await.expect("a commits");
+    b.commit(&one_message("m1")).await.expect("b commits");
+    b.commit(&one_message("m2")).await.expect("b commits again");
+    let error = a
+        .commit(&one_message("m1"))
+        .await
+        .expect_err("a duplicate in a");
     assert_eq!(error.kind(), StoreErrorKind::DuplicateId);
-    let ids = |s: &PostgresStore| -> Vec<String> {
+    async fn ids(s: &PostgresStore) -> Vec<String> {
         s.load()
+            .await
             .expect("loads")
             .messages
             .into_iter()
             .map(|(m, _)| m.id)
             .collect()
-    };
-    assert_eq!(ids(&a), ["m1"]);
-    assert_eq!(ids(&b), ["m1", "m2"]);
+    }
+    assert_eq!(ids(&a).await, ["m1"]);
+    assert_eq!(ids(&b).await, ["m1", "m2"]);
     // NUL and non-ASCII text round-trip exactly (stored as JSON text, not jsonb).
     assert_eq!(
-        a.load().expect("loads").messages[0].0,
+        a.load().await.expect("loads").messages[0].0,
         one_message("m1").messages[0]
     );
 }

@@ -44,7 +44,7 @@ impl Tool for Survey {
     }
 }
 
-fn open(state: &std::path::Path, workspace: &std::path::Path) -> Runtime {
+async fn open(state: &std::path::Path, workspace: &std::path::Path) -> Runtime {
     let profile = Profile::from_yaml(
         "context: { foldAt: 0.6, compactAt: 0.8, keep: 1, neverFold: [survey] }\n",
     )
@@ -61,6 +61,7 @@ fn open(state: &std::path::Path, workspace: &std::path::Path) -> Runtime {
         })
         .tool(Arc::new(Survey))
         .build()
+        .await
         .unwrap()
 }
 
@@ -76,6 +77,7 @@ async fn survey(runtime: &mut Runtime, model: &HttpModel, steps: usize) -> usize
         if reports.is_empty() {
             runtime
                 .add_user_message(&format!("m{step}"), "Go on with the next districts.", &[])
+                .await
                 .unwrap();
         }
         let compaction = runtime.context().compaction.as_ref();
@@ -96,9 +98,10 @@ async fn a_session_past_its_window_compacts_natively_and_sends_each_block_back_f
     let workspace = dir.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     let state = dir.path().join("state");
-    let mut runtime = open(&state, &workspace);
+    let mut runtime = open(&state, &workspace).await;
     runtime
         .add_user_message("m0", "Survey every district, then report.", &[])
+        .await
         .unwrap();
     // Thinking in every answer; four surveys, then an answer that ends the turn.
     let (url, log) = start(
@@ -131,47 +134,48 @@ async fn a_session_past_its_window_compacts_natively_and_sends_each_block_back_f
     // (a quarter), so the window fills four times slower than the text grows.
     let native_reports = survey(&mut runtime, &model, 120).await;
 
-    let log = log.lock().unwrap();
-    assert_eq!(log.rejected, Vec::<String>::new());
-    assert!(
-        log.compactions.len() >= 3,
-        "the session compacted natively {} times",
-        log.compactions.len()
-    );
-    assert!(native_reports > 0);
-    // No text summary was asked for: the provider compacted every time.
-    assert!(
-        !log.bodies
-            .iter()
-            .any(|b| b.to_string().contains("write a summary of it")),
-        "a text summary request was sent"
-    );
-    // After each compaction, every request opens with the newest block, byte for byte, and
-    // each compaction request carried the previous block first too (the chain).
-    let mut newest: Option<Value> = None;
-    let mut made = log.compactions.iter();
-    let mut after = 0;
-    for body in &log.bodies {
-        if let Some(block) = &newest {
-            assert_eq!(first_block(body), block);
-            assert_eq!(body["messages"][0]["role"], "assistant");
-            after += 1;
+    {
+        let log = log.lock().unwrap();
+        assert_eq!(log.rejected, Vec::<String>::new());
+        assert!(
+            log.compactions.len() >= 3,
+            "the session compacted natively {} times",
+            log.compactions.len()
+        );
+        assert!(native_reports > 0);
+        // No text summary was asked for: the provider compacted every time.
+        assert!(
+            !log.bodies
+                .iter()
+                .any(|b| b.to_string().contains("write a summary of it")),
+            "a text summary request was sent"
+        );
+        // After each compaction, every request opens with the newest block, byte for byte, and
+        // each compaction request carried the previous block first too (the chain).
+        let mut newest: Option<Value> = None;
+        let mut made = log.compactions.iter();
+        let mut after = 0;
+        for body in &log.bodies {
+            if let Some(block) = &newest {
+                assert_eq!(first_block(body), block);
+                assert_eq!(body["messages"][0]["role"], "assistant");
+                after += 1;
+            }
+            if body.get("compaction").is_some() {
+                newest = made.next().cloned();
+            }
         }
-        if body.get("compaction").is_some() {
-            newest = made.next().cloned();
-        }
+        assert!(after > 10, "{after} requests followed a compaction");
+        // Thinking made after a compaction is replayed against it and passes the prefix check.
+        assert!(log.thinking_valid > 20, "{}", log.thinking_valid);
     }
-    assert!(after > 10, "{after} requests followed a compaction");
-    // Thinking made after a compaction is replayed against it and passes the prefix check.
-    assert!(log.thinking_valid > 20, "{}", log.thinking_valid);
-    drop(log);
 
     // A restart projects the identical request: the block is in the committed state.
     let prepared = runtime.prepare().unwrap();
     let before = model.render(&prepared.request);
     runtime.abandon(prepared);
     drop(runtime);
-    let mut reopened = open(&state, &workspace);
+    let mut reopened = open(&state, &workspace).await;
     let prepared = reopened.prepare().unwrap();
     assert_eq!(model.render(&prepared.request), before);
     assert_eq!(first_block(&before)["type"], "compaction");
@@ -182,9 +186,10 @@ async fn a_responses_session_compacts_with_the_compact_endpoint_and_sends_the_wi
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
-    let mut runtime = open(&dir.path().join("state"), &workspace);
+    let mut runtime = open(&dir.path().join("state"), &workspace).await;
     runtime
         .add_user_message("m0", "Survey every district, then report.", &[])
+        .await
         .unwrap();
     let (url, log) = start(
         Api::Responses,

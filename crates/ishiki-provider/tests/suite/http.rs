@@ -134,7 +134,7 @@ fn responses_text(text: &str) -> String {
     .to_string()
 }
 
-fn runtime(dir: &std::path::Path) -> Runtime {
+async fn runtime(dir: &std::path::Path) -> Runtime {
     let workspace = dir.join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(workspace.join("notes.txt"), "milk, eggs\n").unwrap();
@@ -148,9 +148,11 @@ fn runtime(dir: &std::path::Path) -> Runtime {
         .workspace_root(&workspace)
         .durability(Durability::Normal)
         .build()
+        .await
         .unwrap();
     runtime
         .add_user_message("m1", "What is in notes.txt?", &[])
+        .await
         .unwrap();
     runtime
 }
@@ -179,7 +181,7 @@ async fn http_session_continues_after_a_tool_call() {
         };
         let (url, seen) = replay(script).await;
         let dir = tempfile::tempdir().unwrap();
-        let mut runtime = runtime(dir.path());
+        let mut runtime = runtime(dir.path()).await;
         let model = HttpModel::new(config(protocol, &url)).unwrap();
         let reports = runtime.step_with(&model).await.unwrap();
         assert!(
@@ -315,7 +317,7 @@ async fn model_errors_say_whether_trying_again_may_help() {
 async fn http_malformed_body_fails_without_retry_and_the_session_reports_it() {
     let (url, seen) = replay(vec![(200, "", "<html>gateway</html>".to_owned())]).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut runtime = runtime(dir.path());
+    let mut runtime = runtime(dir.path()).await;
     let model = HttpModel::new(config(Protocol::OpenAi, &url)).unwrap();
     let error = runtime.step_with(&model).await.unwrap_err();
     assert_eq!(
@@ -531,7 +533,7 @@ async fn http_stream_cut_midway_is_retried_only_before_it_showed_anything() {
 
     let (url, _) = replay(vec![(200, SSE, half)]).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut runtime = runtime(dir.path());
+    let mut runtime = runtime(dir.path()).await;
     let model = HttpModel::new(HttpConfig {
         max_retries: 0,
         ..config(Protocol::OpenAi, &url)
@@ -557,7 +559,7 @@ async fn http_reasoning_is_committed_and_replayed_to_the_same_model() {
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut runtime = runtime(dir.path());
+    let mut runtime = runtime(dir.path()).await;
     let model = HttpModel::new(config(Protocol::Anthropic, &url)).unwrap();
     runtime.step_with(&model).await.unwrap();
     let prepared = runtime.prepare().unwrap();

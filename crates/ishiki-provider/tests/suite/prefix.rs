@@ -47,9 +47,11 @@ async fn session() -> Vec<Request> {
         .workspace_root(&workspace)
         .durability(Durability::Normal)
         .build()
+        .await
         .unwrap();
     runtime
         .add_user_message("m1", "Look at each screenshot in turn.", &[])
+        .await
         .unwrap();
     let mut requests = Vec::new();
     for i in 1..=STEPS {
@@ -61,7 +63,7 @@ async fn session() -> Vec<Request> {
             input: json!({ "url": format!("workspace:///shot{i}.png"), "lifetime": "recent" }),
         };
         let response = ModelResponse::from_text_and_calls(Some(format!("Step {i}.")), [call]);
-        runtime.commit(prepared, response).unwrap();
+        runtime.commit(prepared, response).await.unwrap();
         let reports = runtime.execute().await.unwrap();
         assert!(!reports[0].is_error, "{}", reports[0].text);
     }

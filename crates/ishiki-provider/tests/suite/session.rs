@@ -114,9 +114,11 @@ async fn session(api: Api, policy: EditPolicy, steps: usize) -> Figures {
             resident: false,
         }))
         .build()
+        .await
         .unwrap();
     runtime
         .add_user_message("m0", "Look at the screenshots and check the weather.", &[])
+        .await
         .unwrap();
 
     let protocol = match api {
@@ -219,7 +221,7 @@ async fn session(api: Api, policy: EditPolicy, steps: usize) -> Figures {
         debug_assert!(sent >= parsed.replay.kept);
         last_made = parsed.response.reasoning().count();
         made += last_made;
-        runtime.commit(prepared, parsed.response).unwrap();
+        runtime.commit(prepared, parsed.response).await.unwrap();
         let reports = runtime.execute().await.unwrap();
         for r in &reports {
             assert!(!r.is_error, "step {step}: {}", r.text);
@@ -227,6 +229,7 @@ async fn session(api: Api, policy: EditPolicy, steps: usize) -> Figures {
         if reports.is_empty() {
             runtime
                 .add_user_message(&format!("m{step}"), "Next, please.", &[])
+                .await
                 .unwrap();
         }
     }
