@@ -311,6 +311,16 @@ MORE = [
   "    let q = embedder.vector(&crate::thesaurus::spell_out(&spelled));",
   "    let q = embedder.vector(&spelled);",
   ["hybrid_finds_tools_by_meaning_where_words_differ"]),
+ # 26a: a commit cut while the store worked leaves the runtime sure of itself.
+ ("26a", "crates/ishiki-core/src/runtime/mod.rs",
+  "        self.in_doubt = Some(context.to_owned());\n        let outcome = self.store.commit(batch).await;",
+  "        let outcome = self.store.commit(batch).await;",
+  ["sec4_a_step_dropped_mid_commit_on_sqlite_reopens_consistent", "sec4_a_step_dropped_mid_commit_on_memory_reopens_consistent", "sec4_a_step_dropped_mid_commit_on_postgres_reopens_consistent"]),
+ # 26b: a dropped PostgreSQL store releases its lease on a connection of its own, blocking.
+ ("26b", "crates/ishiki-postgres/src/lib.rs",
+  "        if let Ok(handle) = tokio::runtime::Handle::try_current() {",
+  "        if let Some(handle) = tokio::runtime::Handle::try_current().ok().filter(|_| false) {",
+  ["sec4_a_step_dropped_mid_commit_on_postgres_reopens_consistent"]),
 ]
 M = M + MORE
 
