@@ -345,7 +345,7 @@ fn is_unique_violation(error: &rusqlite::Error) -> bool {
 }
 
 /// SQLite is synchronous: each call runs whole within one poll, on the blocking-thread
-/// boundary of [`blocking`] (`block_in_place` on a multi-thread runtime, so the
+/// boundary of this module's `blocking` (`block_in_place` on a multi-thread runtime, so the
 /// worker's other tasks move to another thread while the disk works). A call therefore has no
 /// await at which its future could be dropped half-way: a commit's future either never
 /// started or finished, which is the trait's cancel-safety rule.

@@ -150,6 +150,36 @@ pub(crate) fn calls_answered(request: &Request) -> Result<(), String> {
     }
 }
 
+/// `warm` whole steps, each after a user message, then one more step cut after `polls` polls;
+/// `None` when the cut landed before it finished (a step that finished must have succeeded).
+pub(crate) async fn warm_then_cut(
+    rt: &mut Runtime,
+    model: &Model4,
+    warm: usize,
+    polls: usize,
+) -> Option<Result<Vec<ishiki_core::CallReport>, ishiki_core::RuntimeError>> {
+    for k in 0..warm {
+        rt.add_user_message(&format!("warm{k}"), "go", &[])
+            .await
+            .expect("user message");
+        rt.step_with(model).await.expect("a whole step");
+    }
+    rt.add_user_message("m", "go on", &[])
+        .await
+        .expect("user message");
+    let finished = Cut {
+        future: Box::pin(rt.step_with(model)),
+        polls,
+    }
+    .await;
+    if let Some(outcome) = &finished {
+        outcome
+            .as_ref()
+            .expect("a step that ran to its end succeeds");
+    }
+    finished
+}
+
 /// A step cut while its calls ran: the next `step_with` settles them (as interrupted) and goes
 /// on, without the embedder calling `execute` first.
 #[tokio::test]
@@ -193,25 +223,7 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
         let model = Model4::default();
         let mut rt = open(dir.path()).await;
         // Some history first.
-        for k in 0..warm + 4 {
-            rt.add_user_message(&format!("warm{k}"), "go", &[])
-                .await
-                .expect("user message");
-            rt.step_with(&model).await.expect("a whole step");
-        }
-        rt.add_user_message("m", "go on", &[])
-            .await
-            .expect("user message");
-        let finished = Cut {
-            future: Box::pin(rt.step_with(&model)),
-            polls,
-        }
-        .await;
-        if let Some(outcome) = &finished {
-            outcome
-                .as_ref()
-                .expect("a step that ran to its end succeeds");
-        }
+        let finished = warm_then_cut(&mut rt, &model, warm + 4, polls).await;
 
         // The same runtime goes on. A response committed before the cut has calls waiting,
         // which run first.

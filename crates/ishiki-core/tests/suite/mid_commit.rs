@@ -18,7 +18,7 @@ use ishiki_core::{
 use ishiki_postgres::{PoolOptions, PostgresOptions, PostgresPool};
 
 use super::backends::postgres_url;
-use super::cancel::{Cut, Hidden, Model4, Slow, calls_answered, yields};
+use super::cancel::{Hidden, Model4, Slow, calls_answered, warm_then_cut, yields};
 use super::runtime::{assembly, clock_at};
 
 /// What the wrapped store saw of its commits.
@@ -170,25 +170,7 @@ async fn cut_every_poll(histories: &Histories) -> Tally {
         };
         let model = Model4::default();
         let mut rt = runtime(dir.path(), Box::new(store)).await;
-        for k in 0..warm {
-            rt.add_user_message(&format!("warm{k}"), "go", &[])
-                .await
-                .expect("user message");
-            rt.step_with(&model).await.expect("a whole step");
-        }
-        rt.add_user_message("m", "go on", &[])
-            .await
-            .expect("user message");
-        let finished = Cut {
-            future: Box::pin(rt.step_with(&model)),
-            polls,
-        }
-        .await;
-        if let Some(outcome) = &finished {
-            outcome
-                .as_ref()
-                .expect("a step that ran to its end succeeds");
-        }
+        let finished = warm_then_cut(&mut rt, &model, warm, polls).await;
         let (committed, pending, landed, inside) = {
             let log = log.lock().expect("the log");
             (log.committed, log.pending, log.landed, log.inside)
