@@ -60,8 +60,8 @@ M = [
   "        let max = self.max_read_bytes.max(limit.max_bytes() * 0);",
   ["workspace_and_local_reads_stop_at_the_centers_read_limit"]),
  ("13", "crates/ishiki-core/src/runtime/execute.rs",
-  "fn error_through_outlet(outlet: &Outlet, tool: &str, text: String) -> (String, Option<String>) {\n",
-  "fn error_through_outlet(outlet: &Outlet, tool: &str, text: String) -> (String, Option<String>) {\n    if tool != \"\" { return (text, None); }\n",
+  ") -> (String, Option<String>) {\n    let length = text.len();\n",
+  ") -> (String, Option<String>) {\n    if tool != \"\" { return (text, None); }\n    let length = text.len();\n",
   ["a_long_tool_error_is_paged_through_the_outlet_like_a_result"]),
  ("16", "crates/ishiki-core/src/runtime/mod.rs",
   "        self.state_identity.check()?;",
@@ -321,6 +321,12 @@ MORE = [
   "        if let Ok(handle) = tokio::runtime::Handle::try_current() {",
   "        if let Some(handle) = tokio::runtime::Handle::try_current().ok().filter(|_| false) {",
   ["sec4_a_step_dropped_mid_commit_on_postgres_reopens_consistent"]),
+ # 26c: prepare keeps the first projection even when a verdict needed bytes never read (the
+ # async stores cannot be awaited inside the pure projection, so it must ask again).
+ ("26c", "crates/ishiki-core/src/runtime/prepare.rs",
+  "            if unread.is_empty() {\n                break projection;",
+  "            if unread.is_empty() || true {\n                break projection;",
+  ["read3_reading_an_image_again_makes_a_new_record", "prj13_delivery_state_survives_reopening", "prj9_an_asset_deleted_by_retention_is_announced_once_in_the_same_words_after_a_restart"]),
 ]
 M = M + MORE
 

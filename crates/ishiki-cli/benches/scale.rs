@@ -243,7 +243,7 @@ async fn stalled(base: std::path::PathBuf, done: Arc<std::sync::atomic::AtomicBo
     let mut n = 0;
     while !done.load(Ordering::Relaxed) {
         n += 1;
-        let prepared = runtime.prepare().expect("prepare");
+        let prepared = runtime.prepare().await.expect("prepare");
         let call = ModelResponse::from_calls([ToolCall {
             id: format!("h{n}"),
             name: "hang".to_owned(),
@@ -380,7 +380,7 @@ async fn step(runtime: &mut Runtime, n: u64) -> Duration {
 
 async fn timed_step(runtime: &mut Runtime, n: u64) -> Timing {
     let started = Instant::now();
-    let prepared = runtime.prepare().expect("prepare");
+    let prepared = runtime.prepare().await.expect("prepare");
     let prepare = started.elapsed();
     let response = response(n); // the model: scripted, instant, not counted
     let started = Instant::now();

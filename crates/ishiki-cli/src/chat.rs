@@ -426,7 +426,7 @@ async fn turn_loop(
         for error in ishiki_mcp::apply_tool_changes(servers, runtime).await {
             writeln!(out, "[mcp] {error}").map_err(io)?;
         }
-        let mut prepared = runtime.prepare().map_err(|e| failed(&e))?;
+        let mut prepared = runtime.prepare().await.map_err(|e| failed(&e))?;
         let step = prepared.step;
         if let Some(compaction) = &prepared.compaction {
             writeln!(
@@ -452,6 +452,7 @@ async fn turn_loop(
             prepared = match native {
                 Some(block) => runtime
                     .compact_natively(prepared, block)
+                    .await
                     .map_err(|e| failed(&e))?,
                 None => {
                     let summary = compactor
@@ -466,7 +467,10 @@ async fn turn_loop(
                         )
                         .map_err(io)?;
                     }
-                    runtime.compact(prepared, summary).map_err(|e| failed(&e))?
+                    runtime
+                        .compact(prepared, summary)
+                        .await
+                        .map_err(|e| failed(&e))?
                 }
             };
         }

@@ -337,8 +337,9 @@ impl RecordingPlatform {
     }
 }
 
+#[async_trait]
 impl Platform for RecordingPlatform {
-    fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError> {
+    async fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError> {
         lock(&self.sent).push(outgoing.clone());
         Ok(())
     }

@@ -402,7 +402,7 @@ impl<'a> Runner<'a> {
                     let mcp_errors =
                         ishiki_mcp::apply_tool_changes(&self.mcp_servers, &mut runtime).await;
                     warnings.extend(mcp_errors.iter().map(ToString::to_string));
-                    let mut prepared = runtime.prepare().map_err(failed)?;
+                    let mut prepared = runtime.prepare().await.map_err(failed)?;
                     if prepared.compaction.is_some() {
                         // The scripted compaction model answers in file order; with no answer
                         // left the compaction goes on without a summary, as after a failure.
@@ -414,7 +414,7 @@ impl<'a> Runner<'a> {
                                 })
                             },
                         );
-                        prepared = runtime.compact(prepared, answer).map_err(failed)?;
+                        prepared = runtime.compact(prepared, answer).await.map_err(failed)?;
                     }
                     let request = prepared.request.clone();
                     let context = prepared.context.changed().then(|| prepared.context.clone());
@@ -522,7 +522,7 @@ impl<'a> Runner<'a> {
                 }
                 Step::Clock(c) => self.clock.advance(c.advance),
                 Step::Cleanup(_) => {
-                    runtime.cleanup_assets().map_err(failed)?;
+                    runtime.cleanup_assets().await.map_err(failed)?;
                 }
             }
         }

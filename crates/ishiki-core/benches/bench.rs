@@ -200,12 +200,13 @@ async fn session(window: u64, output: u64) {
     let cleared_tokens = text_tokens("[Old tool result content cleared]");
     for k in 0..STEPS {
         let started = Instant::now();
-        let mut prepared = rt.prepare().unwrap();
+        let mut prepared = rt.prepare().await.unwrap();
         let prepare_time = started.elapsed();
         if prepared.compaction.is_some() {
             compactions += 1;
             prepared = rt
                 .compact(prepared, Ok("the reports so far were all clean".into()))
+                .await
                 .unwrap();
         }
         let estimate = prepared.context.estimated_after;

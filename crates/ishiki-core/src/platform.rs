@@ -42,19 +42,23 @@ pub struct Outgoing {
 }
 
 /// Receives outbound messages (a chat platform, a terminal, a transcript).
+#[async_trait]
 pub trait Platform: Send + Sync + std::fmt::Debug {
-    /// Delivers one `send_message` call's messages. A failure becomes the call's error, with
-    /// its kind ([`ToolErrorKind::Unavailable`](crate::ToolErrorKind::Unavailable) when the
-    /// platform is down and a retry may work).
-    fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError>;
+    /// Delivers one `send_message` call's messages, awaited on the caller's runtime under the
+    /// call's deadline (`tools.timeoutMs`): a platform that does not answer in time fails the
+    /// call, and its future is dropped. A failure becomes the call's error, with its kind
+    /// ([`ToolErrorKind::Unavailable`](crate::ToolErrorKind::Unavailable) when the platform
+    /// is down and a retry may work).
+    async fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError>;
 }
 
 /// A platform that drops everything (for embedders without outbound messages).
 #[derive(Debug, Default)]
 pub struct NullPlatform;
 
+#[async_trait]
 impl Platform for NullPlatform {
-    fn send(&self, _outgoing: &Outgoing) -> Result<(), ToolError> {
+    async fn send(&self, _outgoing: &Outgoing) -> Result<(), ToolError> {
         Ok(())
     }
 }

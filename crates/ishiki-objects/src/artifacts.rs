@@ -9,7 +9,7 @@ use object_store::ObjectStore;
 use object_store::path::Path;
 use url::Url;
 
-use crate::{Put, put_once, run, store_error, wait};
+use crate::{Put, put_once, store_error};
 
 /// The artifact store on an object store (see the crate docs for its guarantees).
 #[derive(Debug, Clone)]
@@ -33,13 +33,9 @@ impl ObjectArtifactStore {
         Ok(self.root.clone().join(tool.as_str()).join(name.as_str()))
     }
 
-    async fn load_key(
-        store: Arc<dyn ObjectStore>,
-        path: Path,
-        url: String,
-    ) -> Result<Vec<u8>, ResourceError> {
+    async fn load_key(&self, path: Path, url: &str) -> Result<Vec<u8>, ResourceError> {
         use object_store::ObjectStoreExt as _;
-        let read = async { store.get(&path).await?.bytes().await };
+        let read = async { self.store.get(&path).await?.bytes().await };
         match read.await {
             Ok(bytes) => Ok(bytes.to_vec()),
             Err(object_store::Error::NotFound { .. }) => Err(ResourceError::new(
@@ -51,35 +47,36 @@ impl ObjectArtifactStore {
     }
 }
 
+#[async_trait]
 impl ArtifactStore for ObjectArtifactStore {
-    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, ResourceError> {
+    async fn put(
+        &self,
+        tool: &str,
+        bytes: &[u8],
+        extension: &str,
+    ) -> Result<String, ResourceError> {
         let tool = artifact_tool_component(tool);
         let name = artifact_name(bytes, extension);
         let url = format!("artifact://{tool}/{name}");
         let path = self.root.clone().join(tool.as_str()).join(name.as_str());
-        let store = self.store.clone();
         let bytes = bytes::Bytes::copy_from_slice(bytes);
-        let shown = url.clone();
-        wait(async move {
-            match put_once(&*store, &path, bytes.clone()).await {
-                Ok(Put::Created) => Ok(()),
-                // An existing object normally holds the same bytes (same hash prefix); a prefix
-                // collision must not hand out a URL whose bytes differ from what was stored.
-                Ok(Put::Existed(existing)) if existing == bytes => Ok(()),
-                Ok(Put::Existed(_)) => Err(ResourceError::new(
-                    ResourceErrorKind::InvalidData,
-                    format!("`{shown}` already holds other bytes (hash prefix collision)"),
-                )),
-                Err(e) => Err(store_error(&format!("storing `{shown}`"), &e)),
-            }
-        })?;
-        Ok(url)
+        match put_once(&*self.store, &path, bytes.clone()).await {
+            Ok(Put::Created) => Ok(url),
+            // An existing object normally holds the same bytes (same hash prefix); a prefix
+            // collision must not hand out a URL whose bytes differ from what was stored.
+            Ok(Put::Existed(existing)) if existing == bytes => Ok(url),
+            Ok(Put::Existed(_)) => Err(ResourceError::new(
+                ResourceErrorKind::InvalidData,
+                format!("`{url}` already holds other bytes (hash prefix collision)"),
+            )),
+            Err(e) => Err(store_error(&format!("storing `{url}`"), &e)),
+        }
     }
 
-    fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
+    async fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
         let parsed = parse_url(url)?;
         let path = self.locate(&parsed)?;
-        wait(Self::load_key(self.store.clone(), path, url.to_owned()))
+        self.load_key(path, url).await
     }
 }
 
@@ -94,7 +91,7 @@ impl FileScheme for ObjectArtifactStore {
         bare.set_query(None);
         bare.set_fragment(None);
         let path = self.locate(&bare)?;
-        run(Self::load_key(self.store.clone(), path, bare.to_string())).await
+        self.load_key(path, bare.as_str()).await
     }
 
     fn is_snapshot(&self) -> bool {

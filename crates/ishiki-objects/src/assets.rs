@@ -14,7 +14,7 @@ use object_store::{ObjectStore, ObjectStoreExt as _};
 use url::Url;
 use uuid::Uuid;
 
-use crate::{Put, put_once, run, store_error, wait};
+use crate::{Put, put_once, store_error};
 
 /// The asset store on an object store (see the crate docs for its guarantees).
 #[derive(Debug, Clone)]
@@ -89,8 +89,9 @@ impl ObjectAssetStore {
     }
 }
 
+#[async_trait]
 impl AssetStore for ObjectAssetStore {
-    fn put_with_id(
+    async fn put_with_id(
         &self,
         id: Uuid,
         bytes: &[u8],
@@ -103,45 +104,46 @@ impl AssetStore for ObjectAssetStore {
                 format!("cannot encode metadata of `{}`: {e}", meta.url),
             )
         })?;
-        let (store, root) = (self.store.clone(), self.root.clone());
+        let (store, root) = (&*self.store, &self.root);
         let bytes = bytes::Bytes::copy_from_slice(bytes);
-        wait(async move {
-            let url = meta.url.clone();
-            let failed = |e: object_store::Error| store_error(&format!("storing `{url}`"), &e);
-            match put_once(&*store, &data_key(&root, &id), bytes.clone()).await {
-                Ok(Put::Created) => {}
-                Ok(Put::Existed(existing)) if existing == bytes => {}
-                Ok(Put::Existed(_)) => return Err(asset_changed(&url)),
-                Err(e) => return Err(failed(e)),
-            }
-            match put_once(&*store, &meta_key(&root, &id), json.into()).await {
-                Ok(Put::Created) => Ok(meta),
-                // Same bytes stored again: the first writer's metadata stands.
-                Ok(Put::Existed(existing)) => decode_meta(&url, &existing),
-                Err(e) => Err(failed(e)),
-            }
-        })
+        let url = meta.url.clone();
+        let failed = |e: object_store::Error| store_error(&format!("storing `{url}`"), &e);
+        // Dropped between the two writes, the bytes stay without metadata: the asset reads as
+        // absent, and cleanup removes such bytes once their id's time is past the retention.
+        match put_once(store, &data_key(root, &id), bytes.clone()).await {
+            Ok(Put::Created) => {}
+            Ok(Put::Existed(existing)) if existing == bytes => {}
+            Ok(Put::Existed(_)) => return Err(asset_changed(&url)),
+            Err(e) => return Err(failed(e)),
+        }
+        match put_once(store, &meta_key(root, &id), json.into()).await {
+            Ok(Put::Created) => Ok(meta),
+            // Same bytes stored again: the first writer's metadata stands.
+            Ok(Put::Existed(existing)) => decode_meta(&url, &existing),
+            Err(e) => Err(failed(e)),
+        }
     }
 
-    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError> {
+    async fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError> {
         let id = asset_id(url_or_id)?;
-        let (store, root) = (self.store.clone(), self.root.clone());
-        wait(async move { read_meta(&*store, &root, &id).await })
+        read_meta(&*self.store, &self.root, &id).await
     }
 
-    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError> {
+    async fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url_or_id)?;
-        let (store, root) = (self.store.clone(), self.root.clone());
-        wait(async move { read_data(&*store, &root, &id).await })
+        read_data(&*self.store, &self.root, &id).await
     }
 
     /// Lists the bucket under the store's prefix and deletes exactly the assets created more
     /// than `retention` before `now` (by their metadata), metadata first. Unreadable metadata
     /// is left alone; bytes whose metadata was never written are removed once their id's own
     /// time is past the retention.
-    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, ResourceError> {
-        let (store, root) = (self.store.clone(), self.root.clone());
-        wait(async move { remove_expired(&*store, &root, now, retention).await })
+    async fn cleanup(
+        &self,
+        now: SystemTime,
+        retention: Duration,
+    ) -> Result<Vec<String>, ResourceError> {
+        remove_expired(&*self.store, &self.root, now, retention).await
     }
 }
 
@@ -214,8 +216,7 @@ impl FileScheme for ObjectAssetStore {
 
     async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url.as_str())?;
-        let (store, root) = (self.store.clone(), self.root.clone());
-        run(async move { read_data(&*store, &root, &id).await }).await
+        read_data(&*self.store, &self.root, &id).await
     }
 
     fn is_snapshot(&self) -> bool {

@@ -16,11 +16,14 @@
 //! - asset retention cleanup lists the bucket and deletes exactly the assets older than the
 //!   retention (RES-9).
 //!
-//! The traits are synchronous (the outlet archives while it formats a result); the object
-//! store is asynchronous. Every object-store request runs on one small process-wide tokio
-//! runtime owned by this crate, and synchronous callers wait for its answer: that works from
-//! plain threads and from inside any other tokio runtime alike, and the HTTP connection pool
-//! is shared by every store and every conversation of the process.
+//! The store traits are async, and every request is awaited on the caller's tokio runtime
+//! (which needs its i/o and time drivers, `Builder::enable_all`): no thread of this crate's
+//! own, and no thread blocked while a request is out. The HTTP connection pool belongs to the
+//! opened [`Objects`] and is shared by every store it hands out; requests are bounded by the
+//! client's timeouts (`object_store`'s defaults: 5 s to connect, 30 s per request). A request
+//! cancelled by dropping its future leaves no partial object (an S3 put is atomic); an asset
+//! put dropped between its two writes leaves bytes without metadata, which read as absent and
+//! which cleanup removes.
 //!
 //! Credentials and endpoint come from the environment (`AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_DEFAULT_REGION`, `AWS_ENDPOINT`, `AWS_ALLOW_HTTP`), or from
@@ -31,8 +34,7 @@ mod assets;
 #[cfg(feature = "test-server")]
 pub mod testing;
 
-use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use ishiki_resources::{ResourceError, ResourceErrorKind};
 use object_store::ObjectStore;
@@ -160,61 +162,6 @@ impl Objects {
     pub fn assets(&self) -> ObjectAssetStore {
         ObjectAssetStore::new(self.store.clone(), self.prefix.clone().join("assets"))
     }
-}
-
-/// The process-wide runtime every object-store request runs on.
-fn io_runtime() -> Result<&'static tokio::runtime::Runtime, ResourceError> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("ishiki-objects")
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| {
-            ResourceError::new(
-                ResourceErrorKind::Io,
-                format!("cannot start the object store's i/o runtime: {e}"),
-            )
-        })
-}
-
-fn stopped() -> ResourceError {
-    ResourceError::new(
-        ResourceErrorKind::Io,
-        "an object store request stopped before it finished",
-    )
-}
-
-/// Runs `work` on the i/o runtime and blocks the calling thread until it is done. Called on a
-/// worker of a multi-threaded Tokio runtime (the resource traits are synchronous, their callers
-/// async), the worker first hands its queued tasks to another (`block_in_place`), so the round
-/// trip stalls only the caller's task, not every task queued behind it.
-pub(crate) fn wait<T: Send + 'static>(
-    work: impl Future<Output = Result<T, ResourceError>> + Send + 'static,
-) -> Result<T, ResourceError> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    io_runtime()?.spawn(async move {
-        let _ = tx.send(work.await);
-    });
-    let receive = || rx.recv().map_err(|_| stopped());
-    match tokio::runtime::Handle::try_current() {
-        Ok(caller) if caller.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(receive)?
-        }
-        _ => receive()?,
-    }
-}
-
-/// Runs `work` on the i/o runtime from async code.
-pub(crate) async fn run<T: Send + 'static>(
-    work: impl Future<Output = Result<T, ResourceError>> + Send + 'static,
-) -> Result<T, ResourceError> {
-    io_runtime()?.spawn(work).await.map_err(|_| stopped())?
 }
 
 /// An object-store failure as a resources error; `what` names the object.

@@ -22,15 +22,16 @@ const SIZE: usize = 256 << 20;
 #[derive(Debug)]
 struct NoStore;
 
+#[async_trait::async_trait]
 impl ArtifactStore for NoStore {
-    fn put(&self, _: &str, _: &[u8], _: &str) -> Result<String, ResourceError> {
+    async fn put(&self, _: &str, _: &[u8], _: &str) -> Result<String, ResourceError> {
         Err(ResourceError::new(
             ResourceErrorKind::NotAllowed,
             "the bench archives nothing",
         ))
     }
 
-    fn get(&self, _: &str) -> Result<Vec<u8>, ResourceError> {
+    async fn get(&self, _: &str) -> Result<Vec<u8>, ResourceError> {
         Err(ResourceError::new(
             ResourceErrorKind::NotFound,
             "the bench archives nothing",

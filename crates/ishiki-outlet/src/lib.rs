@@ -24,8 +24,10 @@
 //! the `read` input for the next page ([`continue_line`]); removing that line and its `\n`
 //! gives the body ([`Emitted::body`]).
 //!
-//! The crate depends only on `ishiki-resources` (its synchronous part: the store traits and
-//! media sniffing), whose [`ArtifactStore`] and [`ReadSource`] it re-exports, and with the
+//! Archiving awaits the store ([`Outlet::emit`], [`Outlet::attach`] and [`Outlet::next_page`]
+//! are async; paging itself is synchronous and pure). The crate depends only on
+//! `ishiki-resources` (its part without the resource center: the store traits and media
+//! sniffing), whose [`ArtifactStore`] and [`ReadSource`] it re-exports, and with the
 //! feature `disk` its `DiskArtifactStore`, so a user needs no second dependency; it knows nothing
 //! about projection, lifetimes or catalogs. [`Outlet::next_page`] follows a continuation into an
 //! archived result; FileScheme continuations are read through the resource center.
@@ -38,19 +40,20 @@
 //! // With the `disk` feature, `ishiki_outlet::DiskArtifactStore` is the same type.
 //! use ishiki_resources::DiskArtifactStore;
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
 //! let store = Arc::new(DiskArtifactStore::open(dir.path())?);
 //! let outlet = Outlet::new(store.clone()).with_budget(Budget::default().with_max_lines(6).with_max_units(1000));
 //!
 //! // A short result reaches the model unchanged.
-//! let short = outlet.emit("bash", ToolDisplay::text("ok\n"))?;
+//! let short = outlet.emit("bash", ToolDisplay::text("ok\n")).await?;
 //! assert_eq!(short.text, "ok\n");
 //! assert!(short.continuation.is_none());
 //!
 //! // A long one is archived once; the model sees a page and a Continue line.
 //! let log: String = (1..=10).map(|n| format!("line {n}\n")).collect();
-//! let first = outlet.emit("bash", ToolDisplay::text(log.clone()))?;
+//! let first = outlet.emit("bash", ToolDisplay::text(log.clone())).await?;
 //! assert_eq!(first.body(), "line 1\nline 2\nline 3\nline 4\n");
 //! let next = first.continuation.clone().ok_or("no continuation")?;
 //! assert!(next.url.starts_with("artifact://bash/") && next.url.ends_with("?offset=28"));
@@ -58,7 +61,7 @@
 //!
 //! // The next page comes from that artifact, never from the tool again. The rest fits: it is
 //! // the last page, without an anchor.
-//! let second = outlet.next_page(&next)?;
+//! let second = outlet.next_page(&next).await?;
 //! assert_eq!(second.text, "line 5\nline 6\nline 7\nline 8\nline 9\nline 10\n");
 //! assert!(second.continuation.is_none());
 //! # Ok(())

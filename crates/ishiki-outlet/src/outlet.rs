@@ -125,7 +125,7 @@ impl Outlet {
     /// gets its first page with a continuation into that artifact (OUT-5): later pages are
     /// reads of the artifact, never calls of the tool. A text within budget is returned
     /// unchanged, with no artifact and no continuation.
-    pub fn emit(&self, tool: &str, display: ToolDisplay) -> Result<Emitted, OutletError> {
+    pub async fn emit(&self, tool: &str, display: ToolDisplay) -> Result<Emitted, OutletError> {
         let mut text = String::new();
         let mut attachments = Vec::new();
         let mut after_marker = false;
@@ -142,7 +142,7 @@ impl Outlet {
                     after_marker = false;
                 }
                 DisplayPart::Media(media) => {
-                    let r = self.attach(tool, media)?;
+                    let r = self.attach(tool, media).await?;
                     if !text.is_empty() && !text.ends_with('\n') {
                         text.push('\n');
                     }
@@ -162,6 +162,7 @@ impl Outlet {
         let url = self
             .artifacts
             .put(tool, text.as_bytes(), "txt")
+            .await
             .map_err(|e| {
                 OutletError::new(
                     OutletErrorKind::Archive,
@@ -201,7 +202,7 @@ impl Outlet {
     /// Continuations of FileScheme text (`workspace://`, `local://`) are read through the
     /// resource center instead, which owns those schemes: pass the URL to its `read` and the
     /// result to [`Outlet::emit_read_text`]. Such a continuation is an error here.
-    pub fn next_page(&self, continuation: &Continuation) -> Result<Emitted, OutletError> {
+    pub async fn next_page(&self, continuation: &Continuation) -> Result<Emitted, OutletError> {
         let fail = |message: String| OutletError::new(OutletErrorKind::Continuation, message);
         let (url, query) = continuation
             .url
@@ -223,7 +224,11 @@ impl Outlet {
                 _ => return Err(fail(format!("unexpected parameter {pair:?} in {url}"))),
             }
         }
-        let bytes = self.artifacts.get(url).map_err(|e| fail(e.to_string()))?;
+        let bytes = self
+            .artifacts
+            .get(url)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
         let text = String::from_utf8(bytes).map_err(|_| fail(format!("{url} is not text")))?;
         let rest = text
             .get(offset..)
@@ -240,7 +245,7 @@ impl Outlet {
     /// Archives one media item for an attachment list (codemode's final `attachments[]`,
     /// CM-7), without any text: bytes become `artifact://<tool>/<name>`, an already persisted
     /// `artifact://` or `asset://` URL is reused as is.
-    pub fn attach(&self, tool: &str, media: Media) -> Result<MediaRef, OutletError> {
+    pub async fn attach(&self, tool: &str, media: Media) -> Result<MediaRef, OutletError> {
         // The bytes decide: a declared type that the bytes contradict is corrected (issue 13).
         let media_type = media_type_of(&media.media_type, &media.data);
         let dimensions = if media_type.starts_with("image/") {
@@ -253,6 +258,7 @@ impl Outlet {
             _ => self
                 .artifacts
                 .put(tool, &media.data, extension_for(&media_type))
+                .await
                 .map_err(|e| {
                     OutletError::new(
                         OutletErrorKind::Archive,

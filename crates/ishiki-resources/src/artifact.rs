@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "disk")]
 use std::time::{Duration, SystemTime};
 
+use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 #[cfg(feature = "disk")]
 use url::Url;
@@ -21,13 +22,19 @@ use crate::ResourceError;
 use crate::ResourceErrorKind;
 
 /// Where immutable snapshots are kept. The outlet archives media and over-long text here.
+///
+/// The methods are async: a store on the network (object storage) awaits its requests on the
+/// caller's runtime, and a store on disk runs its file work on tokio's blocking pool, so no
+/// implementation holds an async worker for an i/o round trip.
+#[async_trait]
 pub trait ArtifactStore: Send + Sync + std::fmt::Debug {
     /// Stores `bytes` produced by `tool` and returns their `artifact://` URL. Storing the same
     /// bytes again returns the same URL and leaves the stored file untouched.
-    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, ResourceError>;
+    async fn put(&self, tool: &str, bytes: &[u8], extension: &str)
+    -> Result<String, ResourceError>;
 
     /// The bytes behind an `artifact://` URL (query and fragment ignored).
-    fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError>;
+    async fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError>;
 }
 
 #[cfg(feature = "disk")]
@@ -159,8 +166,30 @@ fn io_error(url: &str, e: &std::io::Error) -> ResourceError {
 }
 
 #[cfg(feature = "disk")]
+#[async_trait]
 impl ArtifactStore for DiskArtifactStore {
-    fn put(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, ResourceError> {
+    /// The write (a temporary file synced, then linked) runs on the blocking pool.
+    async fn put(
+        &self,
+        tool: &str,
+        bytes: &[u8],
+        extension: &str,
+    ) -> Result<String, ResourceError> {
+        let store = self.clone();
+        let (tool, bytes, extension) = (tool.to_owned(), bytes.to_vec(), extension.to_owned());
+        crate::blocking(move || store.write(&tool, &bytes, &extension)).await
+    }
+
+    async fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
+        let store = self.clone();
+        let url = url.to_owned();
+        crate::blocking(move || store.read(&url)).await
+    }
+}
+
+#[cfg(feature = "disk")]
+impl DiskArtifactStore {
+    fn write(&self, tool: &str, bytes: &[u8], extension: &str) -> Result<String, ResourceError> {
         let tool = artifact_tool_component(tool);
         let name = artifact_name(bytes, extension);
         let dir = self.root.join(&tool);
@@ -198,7 +227,9 @@ impl ArtifactStore for DiskArtifactStore {
         Ok(url)
     }
 
-    fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
+    /// The bytes of an artifact, read on the calling thread (the `artifact://` scheme runs it
+    /// on the blocking pool).
+    pub(crate) fn read(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
         let parsed = crate::parse_url(url)?;
         let path = self.locate(&parsed)?;
         std::fs::read(&path).map_err(|e| {

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use uuid::{Uuid, Variant, Version};
 
@@ -41,12 +42,13 @@ pub struct AssetMeta {
 /// bytes under an existing id is refused. [`DiskAssetStore`] is the default; other backends
 /// (object storage) implement the same contract. Register one with the center through
 /// `AssetScheme` (feature `center`).
+#[async_trait]
 pub trait AssetStore: Send + Sync + std::fmt::Debug {
     /// Stores `bytes` under a given UUID v7 and creation time (deterministic runs).
     ///
     /// Storing the same bytes under an existing id again returns the existing metadata; other
     /// bytes under an existing id are refused, since an asset never changes.
-    fn put_with_id(
+    async fn put_with_id(
         &self,
         id: Uuid,
         bytes: &[u8],
@@ -54,18 +56,23 @@ pub trait AssetStore: Send + Sync + std::fmt::Debug {
     ) -> Result<AssetMeta, ResourceError>;
 
     /// The metadata of an asset, by `asset://` URL or bare id.
-    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError>;
+    async fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError>;
 
     /// The bytes of an asset, by `asset://` URL or bare id.
-    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError>;
+    async fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError>;
 
     /// Deletes exactly the assets created more than `retention` before `now` and returns their
     /// URLs in creation order (RES-9).
-    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, ResourceError>;
+    async fn cleanup(
+        &self,
+        now: SystemTime,
+        retention: Duration,
+    ) -> Result<Vec<String>, ResourceError>;
 
     /// Stores `bytes` as a new asset with a fresh UUID v7 and the current time.
-    fn put(&self, bytes: &[u8]) -> Result<AssetMeta, ResourceError> {
+    async fn put(&self, bytes: &[u8]) -> Result<AssetMeta, ResourceError> {
         self.put_with_id(Uuid::now_v7(), bytes, SystemTime::now())
+            .await
     }
 }
 
@@ -367,29 +374,40 @@ impl DiskAssetStore {
 }
 
 #[cfg(feature = "disk")]
+/// Every method runs its file work on the blocking pool (a write syncs its file).
+#[async_trait]
 impl AssetStore for DiskAssetStore {
-    fn put_with_id(
+    async fn put_with_id(
         &self,
         id: Uuid,
         bytes: &[u8],
         created_at: SystemTime,
     ) -> Result<AssetMeta, ResourceError> {
-        self.store(id, bytes, created_at)
+        let store = self.clone();
+        let bytes = bytes.to_vec();
+        crate::blocking(move || store.store(id, &bytes, created_at)).await
     }
 
     /// Query and fragment of a URL are ignored.
-    fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError> {
+    async fn meta(&self, url_or_id: &str) -> Result<AssetMeta, ResourceError> {
         let id = asset_id(url_or_id)?;
-        self.read_meta(&id)
+        let store = self.clone();
+        crate::blocking(move || store.read_meta(&id)).await
     }
 
-    fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError> {
+    async fn get(&self, url_or_id: &str) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url_or_id)?;
-        self.read_data(&id)
+        let store = self.clone();
+        crate::blocking(move || store.read_data(&id)).await
     }
 
-    fn cleanup(&self, now: SystemTime, retention: Duration) -> Result<Vec<String>, ResourceError> {
-        self.remove_expired(now, retention)
+    async fn cleanup(
+        &self,
+        now: SystemTime,
+        retention: Duration,
+    ) -> Result<Vec<String>, ResourceError> {
+        let store = self.clone();
+        crate::blocking(move || store.remove_expired(now, retention)).await
     }
 }
 

@@ -104,9 +104,10 @@
 //!
 //! - `center` and `image` (on by default): the resource center with its handlers, and image
 //!   decoding under limits (`check_image`).
-//! - `disk` (part of `center`): the stores on disk and parsing resource URLs (`url`). Without
-//!   `center` and `disk` the crate is its synchronous core — the store traits, media sniffing,
-//!   read results — which `ishiki-outlet` takes on serde, sha2 and uuid alone.
+//! - `disk` (part of `center`): the stores on disk, whose file work runs on tokio's blocking
+//!   pool, and parsing resource URLs (`url`). Without `center` and `disk` the crate is its
+//!   core without a runtime — the (async) store traits, media sniffing, read results — which
+//!   `ishiki-outlet` takes on serde, sha2, uuid and async-trait alone.
 //! - `http` (off by default): `HttpScheme`, a handler for `http://` and `https://` with a
 //!   size limit, a timeout and a destination policy (`AddressPolicy`, public addresses only
 //!   by default, checked after DNS resolution and for every redirect hop; reqwest with
@@ -248,7 +249,7 @@ pub(crate) fn link_new_file(dir: &Path, target: &Path, bytes: &[u8]) -> std::io:
 
 /// Runs blocking file-system work off the async worker threads when a tokio runtime is there,
 /// inline otherwise.
-#[cfg(feature = "center")]
+#[cfg(feature = "disk")]
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ResourceError> + Send + 'static,
 ) -> Result<T, ResourceError> {

@@ -23,8 +23,7 @@ impl FileScheme for DiskArtifactStore {
         let mut bare = url.clone();
         bare.set_query(None);
         bare.set_fragment(None);
-        let store = self.clone();
-        crate::blocking(move || store.get(bare.as_str())).await
+        ArtifactStore::get(self, bare.as_str()).await
     }
 
     fn is_snapshot(&self) -> bool {
@@ -47,8 +46,7 @@ impl FileScheme for ArtifactScheme {
         let mut bare = url.clone();
         bare.set_query(None);
         bare.set_fragment(None);
-        let store = Arc::clone(&self.0);
-        crate::blocking(move || store.get(bare.as_str())).await
+        self.0.get(bare.as_str()).await
     }
 
     fn is_snapshot(&self) -> bool {
@@ -75,10 +73,7 @@ pub fn spawn_asset_cleanup(
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let store = Arc::clone(&store);
-            let _ =
-                tokio::task::spawn_blocking(move || store.cleanup(SystemTime::now(), retention))
-                    .await;
+            let _ = store.cleanup(SystemTime::now(), retention).await;
         }
     })
 }
@@ -96,8 +91,7 @@ impl FileScheme for AssetScheme {
 
     async fn load(&self, url: &Url) -> Result<Vec<u8>, ResourceError> {
         let id = asset_id(url.as_str())?;
-        let store = Arc::clone(&self.0);
-        crate::blocking(move || store.get(&id.to_string())).await
+        self.0.get(&id.to_string()).await
     }
 
     fn is_snapshot(&self) -> bool {

@@ -111,7 +111,7 @@ impl DirectTool for CodemodeTool {
             .map_err(codemode_tool_error)?;
         let (display, lifetimes) =
             codemode_display(call.shared, outcome, call.limits.clone()).await?;
-        call.emit_with(display, &lifetimes)
+        call.emit_with(display, &lifetimes).await
     }
 }
 

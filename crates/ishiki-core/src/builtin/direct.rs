@@ -47,7 +47,7 @@ pub(crate) async fn call_plain(
     call: &DirectCall<'_>,
 ) -> Result<DirectOutput, ToolError> {
     let raw = call.execute(input).await?;
-    call.emit(call.tool.to_model_output(&raw))
+    call.emit(call.tool.to_model_output(&raw)).await
 }
 
 /// What the runtime lends one direct call: the call's context and limits (`tools.timeoutMs`,
@@ -97,17 +97,17 @@ impl DirectCall<'_> {
 
     /// Sends a display through the outlet: the text the model reads (budgeted, with a
     /// continuation when there is more) and its media as attachments of lifetime `once`.
-    pub(crate) fn emit(&self, display: ToolDisplay) -> Result<DirectOutput, ToolError> {
-        self.emit_with(display, &[])
+    pub(crate) async fn emit(&self, display: ToolDisplay) -> Result<DirectOutput, ToolError> {
+        self.emit_with(display, &[]).await
     }
 
     /// [`DirectCall::emit`] with the lifetimes asked for the attachments, in order.
-    pub(crate) fn emit_with(
+    pub(crate) async fn emit_with(
         &self,
         display: ToolDisplay,
         lifetimes: &[Lifetime],
     ) -> Result<DirectOutput, ToolError> {
-        let emitted = self.outlet.emit(self.name, cap_media(display))?;
+        let emitted = self.outlet.emit(self.name, cap_media(display)).await?;
         Ok(DirectOutput::from_emitted(emitted, lifetimes))
     }
 }

@@ -234,7 +234,7 @@ async fn read_direct(
     let url = string_field(input, "url");
     if let Some((rest, question)) = split_question(url)? {
         let answer = ask_vision(shared, &rest, &question).await?;
-        let emitted = outlet.emit("read", ToolDisplay::text(answer))?;
+        let emitted = outlet.emit("read", ToolDisplay::text(answer)).await?;
         return Ok(DirectOutput::from_emitted(emitted, &[]));
     }
     let lifetime = parse_lifetime(input);
@@ -247,7 +247,7 @@ async fn read_direct(
             &[],
         )),
         ReadResult::Text { text, source: None } => {
-            let emitted = outlet.emit("read", ToolDisplay::text(text))?;
+            let emitted = outlet.emit("read", ToolDisplay::text(text)).await?;
             Ok(DirectOutput::from_emitted(emitted, &[]))
         }
         ReadResult::File {
@@ -292,7 +292,7 @@ async fn read_direct(
                     url: Some(file_url),
                 })],
             };
-            let emitted = outlet.emit("read", display)?;
+            let emitted = outlet.emit("read", display).await?;
             Ok(DirectOutput::from_emitted(emitted, &[lifetime]))
         }
     }

@@ -36,11 +36,6 @@ pub(crate) const MAX_SEND_IMAGE_BYTES: usize = 64 << 20;
 
 #[async_trait]
 impl Tool for SendMessageTool {
-    /// `Platform::send` is synchronous (a chat platform's client may wait on the network).
-    fn blocking(&self) -> bool {
-        true
-    }
-
     fn definition(&self) -> ToolDef {
         builtin_def(
             "send_message",
@@ -149,7 +144,7 @@ impl Tool for SendMessageTool {
             images,
             dropped: dropped.clone(),
         };
-        self.shared.platform.send(&outgoing).map_err(|e| {
+        self.shared.platform.send(&outgoing).await.map_err(|e| {
             ToolError::with_kind(
                 e.kind(),
                 format!("the platform refused the message: {}", e.message()),

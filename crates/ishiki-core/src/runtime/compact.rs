@@ -23,12 +23,12 @@ impl Runtime {
     /// or no model could be asked) — and prepares the request again. Without a summary the
     /// turns are still replaced, by a note saying where they read back, so a failed summary
     /// never ends the session. Nothing is committed until [`Runtime::commit`].
-    pub fn compact(
+    pub async fn compact(
         &mut self,
         prepared: Prepared,
         summary: Result<String, String>,
     ) -> Result<Prepared, RuntimeError> {
-        self.compact_with(prepared, Summary::Text(summary))
+        self.compact_with(prepared, Summary::Text(summary)).await
     }
 
     /// Compacts the turns `prepared` asked to compact with the provider's own compaction
@@ -37,7 +37,7 @@ impl Runtime {
     /// sent back first, verbatim, in place of the turns it summarizes, which read back from
     /// their archive as with [`Runtime::compact`]. Fails when `prepared` asked for no native
     /// compaction. Nothing is committed until [`Runtime::commit`].
-    pub fn compact_natively(
+    pub async fn compact_natively(
         &mut self,
         prepared: Prepared,
         block: Compacted,
@@ -52,10 +52,10 @@ impl Runtime {
                 "this request asked for no native compaction: compact it with a text summary",
             ));
         }
-        self.compact_with(prepared, Summary::Native(block))
+        self.compact_with(prepared, Summary::Native(block)).await
     }
 
-    fn compact_with(
+    async fn compact_with(
         &mut self,
         prepared: Prepared,
         summary: Summary,
@@ -95,6 +95,7 @@ impl Runtime {
             .shared
             .artifacts
             .put("compacted", text.as_bytes(), "txt")
+            .await
             .map_err(|e| err(RuntimeErrorKind::Io, "cannot archive the compacted turns")(&e))?;
         let is_native = native.is_some();
         let compacted = Compaction {
@@ -136,7 +137,7 @@ impl Runtime {
         ctx.compaction = Some(compacted);
         let folded_before = prepared.context.folded;
         let estimated_before = prepared.context.estimated_before;
-        let mut again = self.prepare_with(Some(ctx))?;
+        let mut again = self.prepare_with(Some(ctx)).await?;
         again.context.estimated_before = estimated_before;
         let mut folded = folded_before;
         folded.append(&mut again.context.folded);

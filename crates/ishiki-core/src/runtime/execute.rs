@@ -124,7 +124,7 @@ impl Runtime {
         }
         let mut retried = false;
         loop {
-            let mut prepared = self.prepare()?;
+            let mut prepared = self.prepare().await?;
             if let Some(compaction) = &prepared.compaction {
                 // The provider's own compaction when the model has one; a text summary when
                 // it has none or its compaction failed (an adapter fails one that wrote
@@ -134,14 +134,14 @@ impl Runtime {
                     None => None,
                 };
                 prepared = match native {
-                    Some(block) => self.compact_natively(prepared, block)?,
+                    Some(block) => self.compact_natively(prepared, block).await?,
                     None => {
                         let summary = model
                             .respond(&compaction.request)
                             .await
                             .map(|r| r.text().unwrap_or_default())
                             .map_err(|e| e.message().to_owned());
-                        self.compact(prepared, summary)?
+                        self.compact(prepared, summary).await?
                     }
                 };
             }
@@ -169,34 +169,45 @@ impl Runtime {
         call: &PlannedCall,
         step: u64,
     ) -> (CallReport, Vec<AttachmentRecord>) {
-        // An error's text is a tool's output like any other (OUT-1): within the display
-        // budget, archived and paged with a Continue line when longer.
-        let failed_as = |kind: ToolErrorKind, text: String| {
-            let (text, continuation) = error_through_outlet(&self.outlet, &call.name, text);
-            CallReport {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                is_error: true,
-                error_kind: Some(kind),
-                text,
-                attachments: Vec::new(),
-                continuation,
-                missed_by_search: Vec::new(),
+        match self.try_call(call, step).await {
+            Ok(done) => done,
+            Err((kind, text)) => {
+                // An error's text is a tool's output like any other (OUT-1): within the
+                // display budget, archived and paged with a Continue line when longer.
+                let (text, continuation) =
+                    error_through_outlet(&self.outlet, &call.name, text).await;
+                let report = CallReport {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    is_error: true,
+                    error_kind: Some(kind),
+                    text,
+                    attachments: Vec::new(),
+                    continuation,
+                    missed_by_search: Vec::new(),
+                };
+                (report, Vec::new())
             }
-        };
+        }
+    }
+
+    /// Runs one call: its report and attachment records, or the error kind and text the
+    /// model reads.
+    async fn try_call(
+        &mut self,
+        call: &PlannedCall,
+        step: u64,
+    ) -> Result<(CallReport, Vec<AttachmentRecord>), (ToolErrorKind, String)> {
         // The runtime's own refusals are about the call itself: the model can fix them.
-        let failed = |text: String| failed_as(ToolErrorKind::Input, text);
+        let failed = |text: String| Err((ToolErrorKind::Input, text));
         if let Some(error) = &call.malformed {
-            return (failed(error.clone()), Vec::new());
+            return failed(error.clone());
         }
         if self.shared.catalog_mut().is_removed(&call.name) {
-            return (
-                failed(format!(
-                    "the tool `{}` is no longer available: it was removed from the catalog (its server no longer offers it)",
-                    call.name
-                )),
-                Vec::new(),
-            );
+            return failed(format!(
+                "the tool `{}` is no longer available: it was removed from the catalog (its server no longer offers it)",
+                call.name
+            ));
         }
         let available = self
             .shared
@@ -205,27 +216,18 @@ impl Runtime {
             .iter()
             .any(|d| d.name == call.name);
         let Some(entry) = self.tools.get(&call.name) else {
-            return (
-                failed(format!("there is no tool named `{}`", call.name)),
-                Vec::new(),
-            );
+            return failed(format!("there is no tool named `{}`", call.name));
         };
         if !available {
-            return (
-                failed(format!(
-                    "the tool `{}` is not loaded yet: find it with search first; it becomes callable from the next step",
-                    call.name
-                )),
-                Vec::new(),
-            );
+            return failed(format!(
+                "the tool `{}` is not loaded yet: find it with search first; it becomes callable from the next step",
+                call.name
+            ));
         }
         if let Some(message) = crate::guard::imprecise_number(&call.input)
             .or_else(|| validation_error(&entry.validator, &call.input))
         {
-            return (
-                failed(format!("invalid input for `{}`: {message}", call.name)),
-                Vec::new(),
-            );
+            return failed(format!("invalid input for `{}`: {message}", call.name));
         }
         let context = ToolContext {
             call_id: call.id.clone(),
@@ -269,7 +271,7 @@ impl Runtime {
                         &now,
                     ));
                 }
-                (
+                Ok((
                     CallReport {
                         call_id: call.id.clone(),
                         name: call.name.clone(),
@@ -281,9 +283,9 @@ impl Runtime {
                         missed_by_search: self.missed_by_search(&call.name),
                     },
                     records,
-                )
+                ))
             }
-            Err(e) => (failed_as(e.kind(), e.message().to_owned()), Vec::new()),
+            Err(e) => Err((e.kind(), e.message().to_owned())),
         }
     }
 
@@ -307,14 +309,21 @@ const UNARCHIVED_ERROR_BYTES: usize = 4096;
 
 /// An error's text through the outlet: the page the model reads and its continuation. When the
 /// outlet cannot archive a long text, the model reads its start and why the rest is missing.
-fn error_through_outlet(outlet: &Outlet, tool: &str, text: String) -> (String, Option<String>) {
+async fn error_through_outlet(
+    outlet: &Outlet,
+    tool: &str,
+    text: String,
+) -> (String, Option<String>) {
     let length = text.len();
     let mut end = length.min(UNARCHIVED_ERROR_BYTES);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     let head = text[..end].to_owned();
-    match outlet.emit(tool, ishiki_outlet::ToolDisplay::text(text)) {
+    match outlet
+        .emit(tool, ishiki_outlet::ToolDisplay::text(text))
+        .await
+    {
         Ok(emitted) => (emitted.text, emitted.continuation.map(|c| c.url)),
         Err(_) if end == length => (head, None),
         Err(e) => (

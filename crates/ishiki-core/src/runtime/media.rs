@@ -8,24 +8,28 @@ use ishiki_resources::{ResourceError, ResourceErrorKind};
 use super::{MediaFailure, Runtime, sha256_hex};
 use crate::message::{MediaPart, Part};
 
+/// Media whose bytes a verdict needs and that were never read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct UnreadMedia {
+    pub(super) url: String,
+    pub(super) image_check: Option<u32>,
+}
+
 impl Runtime {
     /// Reads a persisted media resource once and remembers what it found: the URLs are
     /// immutable, so neither availability nor a decode check changes, except that retention
     /// deletes assets ([`Runtime::cleanup_assets`] records that here). Images that fit the
     /// dimension limit are decoded once, so a valid header with garbage behind it is caught.
-    pub(super) fn media_info(
+    pub(super) async fn media_info(
         &self,
         url: &str,
         image_check: Option<u32>,
     ) -> Result<Option<String>, MediaFailure> {
-        let mut cache = self
-            .media_cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(hit) = cache.get(url) {
-            return hit.clone();
+        if let Some(hit) = self.known_media_info(url) {
+            return hit;
         }
-        let result = match self.load_media(url) {
+        // Read without the cache's lock: a store on the network answers in its own time.
+        let result = match self.load_media(url).await {
             Ok(bytes) => {
                 Ok(image_check.and_then(|max| ishiki_resources::check_image(&bytes, max).err()))
             }
@@ -36,15 +40,27 @@ impl Runtime {
             }
             Err(e) => Err(MediaFailure::Unreadable(e.to_string())),
         };
-        cache.insert(url.to_owned(), result.clone());
+        self.media_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(url.to_owned(), result.clone());
         result
     }
 
-    pub(super) fn load_media(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
+    /// What [`Runtime::media_info`] found for `url` before, if it looked.
+    fn known_media_info(&self, url: &str) -> Option<Result<Option<String>, MediaFailure>> {
+        self.media_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(url)
+            .cloned()
+    }
+
+    pub(super) async fn load_media(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
         if url.starts_with("artifact:") {
-            self.shared.artifacts.get(url)
+            self.shared.artifacts.get(url).await
         } else if url.starts_with("asset:") {
-            self.shared.assets.get(url)
+            self.shared.assets.get(url).await
         } else {
             Err(ResourceError::new(
                 ResourceErrorKind::InvalidUrl,
@@ -62,8 +78,8 @@ impl Runtime {
     /// Whether an asset id was ever handed out in this conversation: still stored, named by an
     /// attachment record, or written in a message (retention deletes the asset, never its
     /// mentions), so a replayed clock never hands out a deleted asset's id again.
-    pub(super) fn asset_id_used(&self, uuid: &uuid::Uuid) -> bool {
-        if self.shared.assets.meta(&uuid.to_string()).is_ok() {
+    pub(super) async fn asset_id_used(&self, uuid: &uuid::Uuid) -> bool {
+        if self.shared.assets.meta(&uuid.to_string()).await.is_ok() {
             return true;
         }
         let url = ishiki_resources::asset_url(uuid);
@@ -77,35 +93,38 @@ impl Runtime {
             })
     }
 
-    pub(super) fn verdict(&self, record: &AttachmentRecord) -> Verdict {
+    /// The verdict on `record` from what is known of its bytes; `Err` names the media to read
+    /// first (with [`Runtime::media_info`]) when its bytes were never looked at. The
+    /// projection asks synchronously, so the caller reads what was missing and asks again.
+    pub(super) fn verdict(&self, record: &AttachmentRecord) -> Result<Verdict, UnreadMedia> {
         if let Some(reason) = self.not_downloaded.get(&record.id) {
-            return Verdict::NotDownloaded {
+            return Ok(Verdict::NotDownloaded {
                 reason: reason.clone(),
-            };
+            });
         }
         if let Some(reason) = self.rejected.get(&record.id) {
-            return Verdict::Rejected {
+            return Ok(Verdict::Rejected {
                 reason: reason.clone(),
-            };
+            });
         }
         if record.media_type.starts_with("image/") {
             if !matches!(
                 record.media_type.as_str(),
                 "image/png" | "image/jpeg" | "image/gif" | "image/webp"
             ) {
-                return Verdict::Unsupported {
+                return Ok(Verdict::Unsupported {
                     reason: format!("{} images are not supported", record.media_type),
-                };
+                });
             }
             if record.dimensions.is_none() {
-                return Verdict::Unsupported {
+                return Ok(Verdict::Unsupported {
                     reason: "the image is broken: its header cannot be read".to_owned(),
-                };
+                });
             }
         } else if !record.media_type.starts_with("audio/") {
-            return Verdict::Unsupported {
+            return Ok(Verdict::Unsupported {
                 reason: format!("{} cannot be shown to the model", record.media_type),
-            };
+            });
         }
         let fits = record.dimensions.is_some_and(|(w, h)| {
             let max = self.shared.assembly.profile.attachment.max_image_dimension;
@@ -113,18 +132,24 @@ impl Runtime {
         });
         let check = (record.media_type.starts_with("image/") && fits)
             .then_some(self.shared.assembly.profile.attachment.max_image_dimension);
-        match self.media_info(&record.url, check) {
+        let Some(known) = self.known_media_info(&record.url) else {
+            return Err(UnreadMedia {
+                url: record.url.clone(),
+                image_check: check,
+            });
+        };
+        Ok(match known {
             Ok(None) => Verdict::Available,
             Ok(Some(broken)) => Verdict::Unsupported { reason: broken },
             Err(MediaFailure::Deleted) => Verdict::Deleted {
                 reason: self.deleted_reason(),
             },
             Err(MediaFailure::Unreadable(reason)) => Verdict::Unavailable { reason },
-        }
+        })
     }
 
-    pub(super) fn media_part(&self, url: &str, media_type: &str) -> Part {
-        match self.load_media(url) {
+    pub(super) async fn media_part(&self, url: &str, media_type: &str) -> Part {
+        match self.load_media(url).await {
             Ok(bytes) => {
                 use base64::Engine as _;
                 let part = MediaPart {

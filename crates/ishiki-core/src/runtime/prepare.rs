@@ -102,7 +102,7 @@ impl Runtime {
             // An id retention deleted is taken too: an old record names it (issue 24).
             let mut uuid = self.shared.clock.new_uuid_v7();
             for _ in 0..10_000 {
-                if !self.asset_id_used(&uuid) {
+                if !self.asset_id_used(&uuid).await {
                     break;
                 }
                 uuid = self.shared.clock.new_uuid_v7();
@@ -111,6 +111,7 @@ impl Runtime {
                 .shared
                 .assets
                 .put_with_id(uuid, bytes, now)
+                .await
                 .map_err(|e| err(RuntimeErrorKind::Io, "cannot store an inbound image")(&e))?;
             let media = MediaRef {
                 url: meta.url,
@@ -171,7 +172,7 @@ impl Runtime {
     }
 
     /// Runs one asset-cleanup pass (RES-9); returns the deleted asset URLs.
-    pub fn cleanup_assets(&self) -> Result<Vec<String>, RuntimeError> {
+    pub async fn cleanup_assets(&self) -> Result<Vec<String>, RuntimeError> {
         let days = u64::from(self.shared.assembly.profile.assets.cleanup.retention_days);
         let deleted = self
             .shared
@@ -180,6 +181,7 @@ impl Runtime {
                 self.shared.clock.now(),
                 Duration::from_secs(days.saturating_mul(86_400)),
             )
+            .await
             .map_err(|e| err(RuntimeErrorKind::Io, "asset cleanup failed")(&e))?;
         // What the cache knew as readable is gone now, for good.
         let mut cache = self
@@ -202,11 +204,11 @@ impl Runtime {
     /// request comes with a [`CompactionRequest`](super::CompactionRequest)
     /// ([`Prepared::compaction`]) for [`Runtime::compact`]. What it changed is in
     /// [`Prepared::context`] and is committed with the response.
-    pub fn prepare(&mut self) -> Result<Prepared, RuntimeError> {
-        self.prepare_with(None)
+    pub async fn prepare(&mut self) -> Result<Prepared, RuntimeError> {
+        self.prepare_with(None).await
     }
 
-    pub(super) fn prepare_with(
+    pub(super) async fn prepare_with(
         &mut self,
         context: Option<ContextState>,
     ) -> Result<Prepared, RuntimeError> {
@@ -226,7 +228,7 @@ impl Runtime {
         let fixed = crate::context::tools_tokens(&tools)
             + delta.as_deref().map_or(0, crate::context::message_tokens);
         let mut ctx = context.unwrap_or_else(|| self.context.clone());
-        let mut built = self.project_messages(&ctx)?;
+        let mut built = self.project_messages(&ctx).await?;
         let estimated_before = ctx.calibrated(fixed + built.raw);
         let mut report = ContextReport {
             estimated_before,
@@ -241,7 +243,8 @@ impl Runtime {
                     fixed,
                     tools: &tools,
                 };
-                self.fold_or_compact(step, &mut ctx, &mut built, &mut report)?
+                self.fold_or_compact(step, &mut ctx, &mut built, &mut report)
+                    .await?
             }
             None => None,
         };
@@ -351,7 +354,7 @@ impl Runtime {
     /// The context engine for one request (`crate::context`): past `context.foldAt` the oldest
     /// results are folded (`fold_results`) and `built` is projected again; when that is not
     /// enough, the request to compact. `ctx` and `report` take what changed.
-    fn fold_or_compact(
+    async fn fold_or_compact(
         &self,
         step: ContextStep<'_>,
         ctx: &mut ContextState,
@@ -369,14 +372,15 @@ impl Runtime {
             Vec::new()
         };
         let chosen = crate::context::choose(&candidates, estimated_before, thresholds, ctx);
-        self.fold_results(&chosen, &candidates, built, ctx, report)?;
+        self.fold_results(&chosen, &candidates, built, ctx, report)
+            .await?;
         // Past foldAt with too little left to fold (stubs, calls and never-folded results
         // pile up in a long session): compaction is what frees room, and it also keeps
         // every later step's work proportional to what it kept.
         let exhausted = estimated_before > thresholds.fold
             && !crate::context::worth_folding(&candidates, thresholds, ctx);
         if !chosen.is_empty() {
-            *built = self.project_messages(ctx)?;
+            *built = self.project_messages(ctx).await?;
         }
         let estimate = ctx.calibrated(step.fixed + built.raw);
         let over = estimate > thresholds.compact
@@ -391,7 +395,7 @@ impl Runtime {
 
     /// Archives each chosen result's exact text (and, with `context.foldInputs`, its input)
     /// and records the fold in `ctx`: the stub's URL reads the text back byte for byte.
-    fn fold_results(
+    async fn fold_results(
         &self,
         chosen: &[String],
         candidates: &[crate::context::Candidate],
@@ -411,6 +415,7 @@ impl Runtime {
                 .shared
                 .artifacts
                 .put("folded", text.as_bytes(), "txt")
+                .await
                 .map_err(|e| err(RuntimeErrorKind::Io, "cannot archive a folded result")(&e))?;
             self.own_archive(&url);
             report.folded.push(crate::context::FoldedReport {
@@ -423,6 +428,7 @@ impl Runtime {
                         self.shared
                             .artifacts
                             .put("folded", input.to_string().as_bytes(), "json")
+                            .await
                             .map_err(|e| {
                                 err(RuntimeErrorKind::Io, "cannot archive a folded input")(&e)
                             })
@@ -464,7 +470,7 @@ impl Runtime {
     /// History as the next request shows it under `ctx`: compacted turns replaced by their
     /// summary, folded results by their stubs, attachment messages after their sources (the
     /// projection, asked with a source set that leaves folded and compacted sources out).
-    fn project_messages(&self, ctx: &ContextState) -> Result<Projected, RuntimeError> {
+    async fn project_messages(&self, ctx: &ContextState) -> Result<Projected, RuntimeError> {
         let from = self.compacted_upto(ctx);
         let folded = ctx.folded();
         // A source is active when it is at or after the compaction's cut, not withdrawn, and
@@ -479,25 +485,50 @@ impl Runtime {
                 !folded.contains(call_id.as_str()) && self.history.result_active(call_id, from)
             }
         };
-        let verdict = |r: &AttachmentRecord| {
-            if active(&r.source) {
-                self.verdict(r)
-            } else {
-                Verdict::Unavailable {
-                    reason: "its source is no longer in the conversation".to_owned(),
+        let config = self.attachment_config();
+        // The projection asks for verdicts synchronously and a verdict may need bytes never
+        // read (a new attachment): a pass that met such records is set aside, their bytes are
+        // read (and remembered), and the projection asks again. Each pass reads at least one
+        // record that no later pass reads again, so this ends; in a steady conversation the
+        // first pass is the only one.
+        let projection = loop {
+            let unread = std::sync::Mutex::new(Vec::new());
+            let verdict = |r: &AttachmentRecord| {
+                if !active(&r.source) {
+                    return Verdict::Unavailable {
+                        reason: "its source is no longer in the conversation".to_owned(),
+                    };
                 }
+                self.verdict(r).unwrap_or_else(|missing| {
+                    unread
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(missing);
+                    Verdict::Unavailable {
+                        reason: "its bytes were not read yet".to_owned(),
+                    }
+                })
+            };
+            let projection = ishiki_projection::project(&ProjectionInput {
+                records: &self.records,
+                active: &active,
+                verdict: &verdict,
+                state: &self.delivery,
+                config: &config,
+                image_input: self.shared.assembly.image_input,
+                audio_input: self.shared.assembly.audio_input,
+            });
+            let unread = unread
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if unread.is_empty() {
+                break projection;
+            }
+            for media in unread {
+                // What it finds is remembered: the next pass's verdict reads it.
+                let _ = self.media_info(&media.url, media.image_check).await;
             }
         };
-        let config = self.attachment_config();
-        let projection = ishiki_projection::project(&ProjectionInput {
-            records: &self.records,
-            active: &active,
-            verdict: &verdict,
-            state: &self.delivery,
-            config: &config,
-            image_input: self.shared.assembly.image_input,
-            audio_input: self.shared.assembly.audio_input,
-        });
 
         // Attachment messages go right after their source: a user message, or a tool result
         // (in the order of the results in their message). Keyed by where that is in history.
@@ -524,7 +555,7 @@ impl Runtime {
                     AttachmentContent::Text(text) => content.push(Part::Text { text }),
                     AttachmentContent::Media {
                         url, media_type, ..
-                    } => content.push(self.media_part(&url, &media_type)),
+                    } => content.push(self.media_part(&url, &media_type).await),
                 }
             }
             attached.entry(place).or_default().push(Arc::new(Message {

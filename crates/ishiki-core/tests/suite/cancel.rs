@@ -197,7 +197,7 @@ async fn the_step_after_a_cut_one_just_works() {
         }
         .await;
         // Only a cut that left the response's calls waiting is the case here.
-        match rt.prepare() {
+        match rt.prepare().await {
             Err(e) if cut.is_none() && e.kind() == RuntimeErrorKind::Usage => {}
             Ok(prepared) => {
                 rt.abandon(prepared);
@@ -227,7 +227,7 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
 
         // The same runtime goes on. A response committed before the cut has calls waiting,
         // which run first.
-        let waiting = match rt.prepare() {
+        let waiting = match rt.prepare().await {
             Ok(prepared) => {
                 rt.abandon(prepared);
                 false
@@ -238,7 +238,7 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
             }
             Err(e) => panic!("after a cut at poll {polls} of step kind {warm}: {e}"),
         };
-        let prepared = rt.prepare().expect("the next request");
+        let prepared = rt.prepare().await.expect("the next request");
         let in_process = prepared.request.clone();
         rt.abandon(prepared);
         calls_answered(&in_process)
@@ -249,6 +249,7 @@ async fn a_step_dropped_at_any_await_leaves_the_runtime_and_its_store_consistent
         let mut reopened = open(dir.path()).await;
         let request = reopened
             .prepare()
+            .await
             .unwrap_or_else(|e| panic!("cut at poll {polls} of step kind {warm}: reopening: {e}"))
             .request;
         calls_answered(&request)
@@ -309,8 +310,8 @@ async fn a_second_response_is_refused_while_the_first_ones_calls_wait() {
     rt.add_user_message("m", "go", &[])
         .await
         .expect("user message");
-    let first = rt.prepare().expect("a request");
-    let second = rt.prepare().expect("another request");
+    let first = rt.prepare().await.expect("a request");
+    let second = rt.prepare().await.expect("another request");
     let call = ToolCall {
         id: "c1".to_owned(),
         name: "slow".to_owned(),

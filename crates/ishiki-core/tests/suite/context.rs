@@ -116,7 +116,7 @@ async fn past_fold_at_the_oldest_results_become_stubs_whose_url_reads_back_the_e
     let mut seen = Vec::new();
     let mut folded_at = None;
     for k in 1..=6 {
-        let prepared = rt.prepare().expect("prepare");
+        let prepared = rt.prepare().await.expect("prepare");
         if !prepared.context.folded.is_empty() && folded_at.is_none() {
             folded_at = Some((k, prepared.context.clone(), prepared.request.clone()));
         }
@@ -144,6 +144,7 @@ async fn past_fold_at_the_oldest_results_become_stubs_whose_url_reads_back_the_e
         let bytes = ishiki_resources::DiskArtifactStore::open(dir.path().join("artifacts"))
             .expect("artifacts")
             .get(&fold.url)
+            .await
             .expect("the archive exists");
         assert_eq!(String::from_utf8(bytes).unwrap(), *original);
     }
@@ -152,7 +153,7 @@ async fn past_fold_at_the_oldest_results_become_stubs_whose_url_reads_back_the_e
     assert!(report.folded.iter().all(|f| f.call_id != newest));
     // And the model reads a folded result back through `read`: the same text.
     let url = report.folded[0].url.clone();
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     let texts = finish(&mut rt, prepared, read_call("r1", &url)).await;
     assert_eq!(texts[0], seen[0].1);
 }
@@ -163,7 +164,7 @@ async fn session(rt: &mut Runtime, steps: u64, lines: u64) {
         .await
         .expect("message");
     for k in 1..=steps {
-        let prepared = rt.prepare().expect("prepare");
+        let prepared = rt.prepare().await.expect("prepare");
         finish(rt, prepared, report_call(&format!("c{k}"), lines)).await;
     }
 }
@@ -173,26 +174,27 @@ async fn a_reopened_runtime_projects_the_identical_request_after_folds_and_a_com
     let dir = tempfile::tempdir().expect("tempdir");
     let profile =
         "context: { foldAt: 0.5, foldAtLeast: 3000, keep: 1, compactAt: 0.6, neverFold: [read] }\n";
-    let next = |rt: &mut Runtime| {
-        let prepared = rt.prepare().expect("prepare");
+    let next = async |rt: &mut Runtime| {
+        let prepared = rt.prepare().await.expect("prepare");
         serde_json::to_string(&prepared.request).expect("json")
         // Dropped without a commit: nothing of this request is stored.
     };
     let folded = {
         let mut rt = open(dir.path(), profile, 16_000).await;
         session(&mut rt, 5, 250).await;
-        next(&mut rt)
+        next(&mut rt).await
     };
     assert!(folded.contains("[folded"), "the session folded");
     let mut rt = open(dir.path(), profile, 16_000).await;
-    assert_eq!(next(&mut rt), folded);
+    assert_eq!(next(&mut rt).await, folded);
     // Results of a never-folded tool fill the window until compaction must come.
     let mut compacted = false;
     for k in 1..=8 {
-        let mut prepared = rt.prepare().expect("prepare");
+        let mut prepared = rt.prepare().await.expect("prepare");
         if prepared.compaction.is_some() {
             prepared = rt
                 .compact(prepared, Ok("the reports c1..c5 were surveyed".into()))
+                .await
                 .expect("compact");
             compacted = true;
         }
@@ -203,10 +205,10 @@ async fn a_reopened_runtime_projects_the_identical_request_after_folds_and_a_com
         finish(&mut rt, prepared, read_call(&format!("r{k}"), &url)).await;
     }
     assert!(compacted, "the session compacted");
-    let before = next(&mut rt);
+    let before = next(&mut rt).await;
     drop(rt);
     let mut rt = open(dir.path(), profile, 16_000).await;
-    assert_eq!(next(&mut rt), before);
+    assert_eq!(next(&mut rt).await, before);
     assert!(before.contains("context-summary"));
 }
 
@@ -222,7 +224,7 @@ async fn compaction_replaces_the_oldest_turns_and_they_read_back_in_full() {
     let prepared = loop {
         k += 1;
         assert!(k < 20, "no compaction was asked for");
-        let prepared = rt.prepare().expect("prepare");
+        let prepared = rt.prepare().await.expect("prepare");
         if prepared.compaction.is_some() {
             break prepared;
         }
@@ -240,6 +242,7 @@ async fn compaction_replaces_the_oldest_turns_and_they_read_back_in_full() {
     let replaced = asked.replaces();
     let compacted = rt
         .compact(prepared, Ok("c1..c3 were surveyed; all clean".into()))
+        .await
         .expect("compact");
     let report = compacted.context.compacted.clone().expect("reported");
     assert_eq!(report.messages, replaced);
@@ -286,13 +289,14 @@ async fn a_failed_summary_still_compacts_with_a_note_and_loses_nothing() {
     let profile = "context: { foldAt: 0.5, keep: 1, compactAt: 0.6, neverFold: [report] }\n";
     let mut rt = open(dir.path(), profile, 16_000).await;
     session(&mut rt, 4, 250).await;
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     assert!(prepared.compaction.is_some());
     let compacted = rt
         .compact(
             prepared,
             Err("the compaction model answered 529 overloaded".into()),
         )
+        .await
         .expect("a failed summary is no failed step");
     let report = compacted.context.compacted.clone().expect("compacted");
     assert!(!report.summarized);
@@ -309,14 +313,14 @@ async fn a_request_refused_as_too_long_is_folded_next_time_whatever_the_estimate
     // A window the estimate thinks is roomy: nothing is folded on its own.
     let mut rt = open(dir.path(), PROFILE, 400_000).await;
     session(&mut rt, 4, 250).await;
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     assert!(prepared.context.folded.is_empty());
     let estimate = prepared.context.estimated_after;
     rt.abandon_failed(
         prepared,
         "anthropic answered 400: prompt is too long: 412000 tokens > 400000 maximum",
     );
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     let folded: Vec<&str> = prepared
         .context
         .folded
@@ -340,7 +344,7 @@ async fn the_estimate_converges_on_the_tokens_the_provider_reports() {
     let counted = |r: &Request| serde_json::to_string(r).expect("json").len() as u64 / 3;
     let mut errors = Vec::new();
     for k in 1..=8 {
-        let prepared = rt.prepare().expect("prepare");
+        let prepared = rt.prepare().await.expect("prepare");
         let truth = counted(&prepared.request);
         let estimate = prepared.context.estimated_after;
         errors.push(estimate.abs_diff(truth) * 100 / truth);
@@ -425,10 +429,11 @@ async fn killed_session(dir: String) {
                 .await
                 .unwrap();
         }
-        let mut prepared = rt.prepare().unwrap();
+        let mut prepared = rt.prepare().await.unwrap();
         if prepared.compaction.is_some() {
             prepared = rt
                 .compact(prepared, Ok(format!("summary {round}-{i}")))
+                .await
                 .unwrap();
         }
         let step = prepared.step;
@@ -521,7 +526,7 @@ async fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
         assert!(seen >= kill_after, "round {round}: the child stopped early");
 
         let mut rt = open(dir.path(), KILL_PROFILE, 16_000).await;
-        let request = rt.prepare().expect("prepare").request;
+        let request = rt.prepare().await.expect("prepare").request;
         // Every committed fold holds: the result is a stub or gone with a compaction, never
         // its whole text again.
         for id in &folded {
@@ -553,7 +558,7 @@ async fn a_killed_session_reopens_with_every_committed_fold_and_compaction() {
         drop(rt);
         let mut rt = open(dir.path(), KILL_PROFILE, 16_000).await;
         assert_eq!(
-            rt.prepare().expect("prepare").request,
+            rt.prepare().await.expect("prepare").request,
             request,
             "round {round}"
         );
@@ -576,7 +581,7 @@ async fn with_fold_inputs_a_folded_calls_long_input_goes_too_and_reads_back() {
     let long_tag = "t".repeat(2_000);
     let mut folded = None;
     for k in 1..=8 {
-        let prepared = rt.prepare().expect("prepare");
+        let prepared = rt.prepare().await.expect("prepare");
         if folded.is_none() && !prepared.context.folded.is_empty() {
             folded = Some(prepared.request.clone());
         }
@@ -604,6 +609,7 @@ async fn with_fold_inputs_a_folded_calls_long_input_goes_too_and_reads_back() {
     let bytes = ishiki_resources::DiskArtifactStore::open(dir.path().join("artifacts"))
         .expect("artifacts")
         .get(&url)
+        .await
         .expect("archived");
     let original: Value = serde_json::from_slice(&bytes).expect("json");
     assert_eq!(
@@ -647,7 +653,7 @@ async fn step_with_tries_a_too_long_request_once_more_after_folding() {
     let seen = model.requests.lock().expect("lock").clone();
     assert!(seen.len() >= 2, "refused once, then sent again: {seen:?}");
     // The answer was committed: the next request ends with it.
-    let next = rt.prepare().expect("prepare").request;
+    let next = rt.prepare().await.expect("prepare").request;
     assert!(next.messages.iter().any(|m| {
         m.role == Role::Assistant
             && m.content
@@ -733,7 +739,7 @@ async fn step_with_compacts_natively_when_the_model_can_and_with_a_text_summary_
         let compaction = rt.context().compaction.clone().expect("compacted");
         assert_eq!(model.compactions.lock().expect("lock").len(), 1);
         let summaries = *model.summaries.lock().expect("lock");
-        let first = rt.prepare().expect("prepare").request.messages[0].clone();
+        let first = rt.prepare().await.expect("prepare").request.messages[0].clone();
         match native {
             Ok(()) => {
                 // The block opens the request, alone, and no text summary was asked for.
@@ -785,7 +791,7 @@ async fn archives_read_back_only_in_the_conversation_that_made_them() {
         .expect("message");
     let mut folded = None;
     for k in 1..=8 {
-        let prepared = a.prepare().expect("prepare");
+        let prepared = a.prepare().await.expect("prepare");
         folded = folded.or_else(|| prepared.context.folded.first().map(|f| f.url.clone()));
         finish(&mut a, prepared, report_call(&format!("c{k}"), 250)).await;
     }
@@ -794,27 +800,28 @@ async fn archives_read_back_only_in_the_conversation_that_made_them() {
     // A plain artifact (a long result's page archive) of a is readable from b.
     let plain = store
         .put("result", b"a plain artifact", "txt")
+        .await
         .expect("an artifact");
 
     let mut b = open_on("b").await;
     b.add_user_message("m1", "read what you can", &[])
         .await
         .expect("message");
-    let prepared = b.prepare().expect("prepare");
+    let prepared = b.prepare().await.expect("prepare");
     let texts = finish(&mut b, prepared, read_call("r1", &url)).await;
     assert!(
         texts[0].contains("is not an archive of this conversation"),
         "{}",
         texts[0]
     );
-    let prepared = b.prepare().expect("prepare");
+    let prepared = b.prepare().await.expect("prepare");
     let texts = finish(&mut b, prepared, read_call("r2", &plain)).await;
     assert!(texts[0].contains("a plain artifact"), "{}", texts[0]);
 
     // a reads it back, also after a restart (the state names its archives).
     drop(a);
     let mut a = open_on("a").await;
-    let prepared = a.prepare().expect("prepare");
+    let prepared = a.prepare().await.expect("prepare");
     let texts = finish(&mut a, prepared, read_call("r3", &url)).await;
     assert!(
         texts[0].contains("c1 line"),

@@ -109,7 +109,7 @@ async fn sec4_calls_without_results_are_answered_on_reopen() {
         rt.workspace()
             .write("/home/workspace/a.png", &png(4, 4, 1))
             .unwrap();
-        let prepared = rt.prepare().unwrap();
+        let prepared = rt.prepare().await.unwrap();
         rt.commit(
             prepared,
             read_call("c1", "workspace:///home/workspace/a.png"),
@@ -120,7 +120,7 @@ async fn sec4_calls_without_results_are_answered_on_reopen() {
         drop(rt);
 
         let mut rt = open().await;
-        let request = rt.prepare().unwrap().request;
+        let request = rt.prepare().await.unwrap().request;
         let last = request.messages.last().unwrap();
         assert_eq!(
             (last.id.as_str(), last.role),
@@ -146,7 +146,7 @@ async fn sec4_calls_without_results_are_answered_on_reopen() {
         // Answered once: a second reopen adds nothing.
         drop(rt);
         let mut rt = open().await;
-        assert_eq!(rt.prepare().unwrap().request, request, "{backend:?}");
+        assert_eq!(rt.prepare().await.unwrap().request, request, "{backend:?}");
     }
 }
 
@@ -234,7 +234,7 @@ async fn step_loop_child() -> bool {
 
         let path = format!("/home/workspace/r{round}-{i}.png");
         rt.workspace().write(&path, &png(5, 3, seed + 1)).unwrap();
-        let prepared = rt.prepare().unwrap();
+        let prepared = rt.prepare().await.unwrap();
         let step = prepared.step;
         let embedded: Vec<String> = images(&prepared.request)
             .into_iter()
@@ -498,7 +498,7 @@ async fn sec4_killed_postgres_and_object_store_sessions_reopen_consistent() {
 /// Every artifact and asset URL of a committed fact not read back yet reads back from the
 /// bucket, through a client of this process's own (the stores are write-once: an object read
 /// once stays). Returns how many were read and which failed.
-fn read_back(objects: &Objects, facts: &Facts, read: &mut BTreeSet<String>) -> Found {
+async fn read_back(objects: &Objects, facts: &Facts, read: &mut BTreeSet<String>) -> Found {
     let mut found = Found::default();
     let (artifacts, assets) = (objects.artifacts(), objects.assets());
     for url in facts.users.values().chain(facts.executed.values()) {
@@ -507,9 +507,9 @@ fn read_back(objects: &Objects, facts: &Facts, read: &mut BTreeSet<String>) -> F
         }
         found.urls_checked += 1;
         let bytes = if url.starts_with("asset:") {
-            assets.get(url)
+            assets.get(url).await
         } else {
-            artifacts.get(url)
+            artifacts.get(url).await
         };
         match bytes {
             Ok(bytes) if bytes.starts_with(b"\x89PNG") => {
@@ -625,7 +625,7 @@ async fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
             stores,
         )
         .await;
-        let prepared = rt.prepare().expect("the request is prepared");
+        let prepared = rt.prepare().await.expect("the request is prepared");
         let last_step = facts.committed.keys().next_back().copied().unwrap_or(0);
         assert!(
             rt.step() >= last_step,
@@ -638,7 +638,7 @@ async fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
         );
         if let Some(objects) = &objects {
             totals.add(
-                read_back(objects, &facts, &mut read),
+                read_back(objects, &facts, &mut read).await,
                 summary(round + 1, steps_seen),
             );
         }
@@ -673,7 +673,7 @@ async fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
     )
     .await;
     for k in 0..3 {
-        let prepared = rt.prepare().expect("the request is prepared");
+        let prepared = rt.prepare().await.expect("the request is prepared");
         totals.add(
             check(
                 &prepared.request,
@@ -696,7 +696,7 @@ async fn killed_sessions_reopen_consistent(stores: &Stores, test: &str) {
     if let Some(objects) = &objects {
         read.clear();
         totals.add(
-            read_back(objects, &facts, &mut read),
+            read_back(objects, &facts, &mut read).await,
             summary(kills, steps_seen),
         );
     }

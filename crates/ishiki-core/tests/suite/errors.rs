@@ -129,14 +129,14 @@ async fn calls_the_embedder_gets_wrong_are_usage_errors_that_change_nothing() {
     let unknown = rt.withdraw("nope").await.expect_err("no such message");
     assert_eq!(unknown.kind(), RuntimeErrorKind::Usage);
 
-    let prepared = rt.prepare().expect("a request");
+    let prepared = rt.prepare().await.expect("a request");
     rt.commit(prepared, calls(&[("c1", "flaky", json!({}))]))
         .await
         .expect("a commit");
-    let early = rt.prepare().expect_err("the calls have not run");
+    let early = rt.prepare().await.expect_err("the calls have not run");
     assert_eq!(early.kind(), RuntimeErrorKind::Usage);
     rt.execute().await.expect("the calls run");
-    rt.prepare().expect("now it prepares");
+    rt.prepare().await.expect("now it prepares");
 }
 
 #[tokio::test]
@@ -146,7 +146,7 @@ async fn every_failed_call_reports_its_kind() {
     rt.add_user_message("u1", "go", &[])
         .await
         .expect("a message");
-    let prepared = rt.prepare().expect("a request");
+    let prepared = rt.prepare().await.expect("a request");
     rt.commit(
         prepared,
         calls(&[

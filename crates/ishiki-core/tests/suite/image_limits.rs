@@ -107,14 +107,14 @@ async fn a_provider_400_about_an_image_makes_it_terminal_so_the_next_request_suc
     rt.add_user_message("m1", "first", &[png(4, 4, 1)])
         .await
         .expect("m1");
-    let first = rt.prepare().expect("prepares");
+    let first = rt.prepare().await.expect("prepares");
     let seen = images(&first.request);
     rt.commit(first, say("seen")).await.expect("commits");
 
     rt.add_user_message("m2", "second", &[png(5, 5, 2), png(6, 6, 3)])
         .await
         .expect("m2");
-    let attempt = rt.prepare().expect("prepares");
+    let attempt = rt.prepare().await.expect("prepares");
     let carried: Vec<String> = images(&attempt.request)
         .into_iter()
         .map(|(_, u)| u)
@@ -122,7 +122,7 @@ async fn a_provider_400_about_an_image_makes_it_terminal_so_the_next_request_suc
     assert_eq!(carried.len(), 2, "{carried:?}");
     // A failure that is not about an image costs nothing: the retry carries the same images.
     assert!(rt.abandon_failed(attempt, "provider 500").is_empty());
-    let attempt = rt.prepare().expect("prepares");
+    let attempt = rt.prepare().await.expect("prepares");
     assert_eq!(images(&attempt.request).len(), 2);
 
     let error = "https://api.anthropic.com/v1/messages answered 400 Bad Request: \
@@ -132,7 +132,7 @@ async fn a_provider_400_about_an_image_makes_it_terminal_so_the_next_request_suc
     assert_eq!(turned, carried);
     assert!(seen.iter().all(|(_, url)| !turned.contains(url)));
 
-    let next = rt.prepare().expect("prepares");
+    let next = rt.prepare().await.expect("prepares");
     assert!(images(&next.request).is_empty(), "no refused image again");
     let text = texts(&next.request);
     for url in &turned {
@@ -145,7 +145,7 @@ async fn a_provider_400_about_an_image_makes_it_terminal_so_the_next_request_suc
         );
     }
     rt.commit(next, say("understood")).await.expect("commits");
-    let after = rt.prepare().expect("prepares");
+    let after = rt.prepare().await.expect("prepares");
     assert!(
         !texts(&after.request).contains("refused"),
         "the reason is stated once"
@@ -159,14 +159,14 @@ async fn a_refusal_naming_an_image_url_turns_only_that_image_terminal() {
     rt.add_user_message("m1", "two", &[png(4, 4, 1), png(5, 5, 2)])
         .await
         .expect("m1");
-    let attempt = rt.prepare().expect("prepares");
+    let attempt = rt.prepare().await.expect("prepares");
     let carried: Vec<String> = images(&attempt.request)
         .into_iter()
         .map(|(_, u)| u)
         .collect();
     let error = format!("400 Bad Request: invalid image {}", carried[1]);
     assert_eq!(rt.abandon_failed(attempt, &error), vec![carried[1].clone()]);
-    let next = rt.prepare().expect("prepares");
+    let next = rt.prepare().await.expect("prepares");
     let now: Vec<String> = images(&next.request).into_iter().map(|(_, u)| u).collect();
     assert_eq!(now, vec![carried[0].clone()]);
     assert_eq!(image_rejection("provider 500"), None);

@@ -190,7 +190,7 @@ async fn build(
 
 /// Runs one step whose response is the single call `name(input)`, and returns its report.
 async fn run(rt: &mut Runtime, id: &str, name: &str, input: Value) -> CallReport {
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     let response = ModelResponse::from_calls(vec![ToolCall {
         id: id.to_owned(),
         name: name.to_owned(),
@@ -579,7 +579,7 @@ async fn an_async_tool_past_its_deadline_is_cancelled_and_holds_no_thread() {
 async fn a_step_runs_at_most_128_calls_and_refuses_the_rest_saying_why() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rt = build(dir.path(), "{}\n", vec![Arc::new(Big)], vec![]).await;
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     let calls = (0..130)
         .map(|k| ToolCall {
             id: format!("c{k}"),

@@ -177,7 +177,7 @@ async fn cut_every_poll(histories: &Histories) -> Tally {
         };
         // A cut mid-commit leaves the runtime unsure what its store holds: it refuses to go
         // on and says why, and keeps refusing.
-        let in_doubt = match rt.prepare() {
+        let in_doubt = match rt.prepare().await {
             Err(e) if e.store_kind() == Some(StoreErrorKind::InDoubt) => {
                 assert_eq!(e.kind(), RuntimeErrorKind::Store, "{at}");
                 assert!(
@@ -238,14 +238,14 @@ async fn cut_every_poll(histories: &Histories) -> Tally {
         // The reopened runtime finds every call answered (calls cut while they ran are
         // answered as interrupted) and steps on.
         let mut rt = runtime(dir.path(), reopened).await;
-        match rt.prepare() {
+        match rt.prepare().await {
             Ok(prepared) => rt.abandon(prepared),
             Err(e) if e.kind() == RuntimeErrorKind::Usage => {
                 rt.execute().await.expect("the waiting calls run");
             }
             Err(e) => panic!("{at}: reopening: {e}"),
         }
-        let prepared = rt.prepare().expect("the next request");
+        let prepared = rt.prepare().await.expect("the next request");
         calls_answered(&prepared.request).unwrap_or_else(|e| panic!("{at}: {e}"));
         rt.abandon(prepared);
         rt.add_user_message("after", "and now?", &[])

@@ -36,7 +36,7 @@ fn attachment_lines(request: &Request) -> Vec<String> {
 
 /// One answered request; returns what it carried.
 async fn answer(rt: &mut Runtime) -> Request {
-    let prepared = rt.prepare().expect("a request");
+    let prepared = rt.prepare().await.expect("a request");
     let request = prepared.request.clone();
     rt.commit(prepared, ModelResponse::from_text("ok".to_owned()))
         .await
@@ -61,7 +61,10 @@ async fn res9_an_asset_id_is_never_reused_after_retention_deletes_the_asset() {
         .clone();
     answer(&mut rt).await;
     clock.advance(Duration::from_secs(2 * 86_400));
-    assert_eq!(rt.cleanup_assets().expect("a cleanup"), vec![first.clone()]);
+    assert_eq!(
+        rt.cleanup_assets().await.expect("a cleanup"),
+        vec![first.clone()]
+    );
     drop(rt);
 
     // The rerun's clock starts where the first run's did: the same ids come up again.
@@ -90,7 +93,7 @@ async fn prj9_an_asset_deleted_by_retention_is_announced_once_in_the_same_words_
             .await
             .expect("a user message");
         clock.advance(Duration::from_secs(2 * 86_400));
-        assert_eq!(rt.cleanup_assets().expect("a cleanup").len(), 1);
+        assert_eq!(rt.cleanup_assets().await.expect("a cleanup").len(), 1);
         if restart {
             drop(rt);
             rt = open(&dir, clock.clone()).await;

@@ -190,7 +190,7 @@ fn say(text: &str) -> ModelResponse {
 
 /// One whole step: the request it sent and the reports of its calls.
 async fn step(rt: &mut Runtime, response: ModelResponse) -> (Request, Vec<CallReport>) {
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     let request = prepared.request.clone();
     rt.commit(prepared, response).await.expect("commit");
     let reports = rt.execute().await.expect("execute");
@@ -391,7 +391,7 @@ async fn read1_program_gets_the_raw_result_and_a_direct_call_gets_pages_and_atta
         )
     );
     // The next request carries the bytes right after the result.
-    let request = rt.prepare().unwrap().request;
+    let request = rt.prepare().await.unwrap().request;
     assert_eq!(image_urls(&request), vec![att.url.clone()]);
 }
 
@@ -490,7 +490,7 @@ async fn read2_lifetime_is_offered_only_with_effective_image_input() {
                 assembly(&profile, main),
             )
             .await;
-            let request = rt.prepare().unwrap().request;
+            let request = rt.prepare().await.unwrap().request;
             assert_eq!(
                 lifetime_offered(&request),
                 offered,
@@ -583,7 +583,7 @@ async fn read3_reading_an_image_again_makes_a_new_record() {
     .await;
     assert!(images(&request).is_empty());
     // Read again after delivery: a new record, shown again.
-    let request = rt.prepare().unwrap().request;
+    let request = rt.prepare().await.unwrap().request;
     assert_eq!(images(&request), vec![("att-call-r3".to_owned(), url)]);
 }
 
@@ -608,7 +608,7 @@ async fn read4_with_image_input_off_a_read_describes_the_image() {
         .await;
         let r = report(&reports, "r1");
         assert!(!r.is_error && r.attachments.is_empty(), "{r:#?}");
-        let request = rt.prepare().unwrap().request;
+        let request = rt.prepare().await.unwrap().request;
         assert!(images(&request).is_empty());
         writeln!(out, "## {name}\n{}\n", r.text).unwrap();
     }
@@ -675,7 +675,7 @@ async fn tp1_text_calls_run_through_the_same_path() {
          <tool_call>{{\"name\": \"echo\", \"arguments\": {{\"n\": \"7\"}}}}</tool_call>\n\
          Done."
     );
-    let prepared = rt.prepare().unwrap();
+    let prepared = rt.prepare().await.unwrap();
     let calls = rt
         .commit(prepared, ModelResponse::from_text(text.clone()))
         .await
@@ -712,7 +712,7 @@ async fn tp1_text_calls_run_through_the_same_path() {
     );
 
     // The next request keeps the model's whole text and answers every call in order.
-    let request = rt.prepare().unwrap().request;
+    let request = rt.prepare().await.unwrap().request;
     let assistant = request
         .messages
         .iter()
@@ -734,7 +734,7 @@ async fn tp1_text_calls_run_through_the_same_path() {
     );
 
     // Call ids stay unique in later steps.
-    let prepared = rt.prepare().unwrap();
+    let prepared = rt.prepare().await.unwrap();
     let calls = rt
         .commit(
             prepared,
@@ -769,7 +769,7 @@ async fn an_abandoned_step_consumes_nothing(backend: &Backend) {
     .await;
     let read_url = report(&reports, "r1").attachments[0].url.clone();
 
-    let attempt = rt.prepare().expect("the request is prepared");
+    let attempt = rt.prepare().await.expect("the request is prepared");
     assert_eq!(attempt.step, 2, "{backend:?}");
     let carried = images(&attempt.request);
     assert_eq!(
@@ -779,7 +779,7 @@ async fn an_abandoned_step_consumes_nothing(backend: &Backend) {
     );
     rt.abandon(attempt);
     // A later attempt gets the next step number and carries the same image again.
-    let retry = rt.prepare().expect("the request is prepared");
+    let retry = rt.prepare().await.expect("the request is prepared");
     assert_eq!(retry.step, 3, "{backend:?}");
     assert_eq!(images(&retry.request), carried, "{backend:?}");
     rt.abandon(retry);
@@ -790,7 +790,7 @@ async fn an_abandoned_step_consumes_nothing(backend: &Backend) {
     let (request, _) = step(&mut rt, say("I see it.")).await;
     assert_eq!(images(&request), carried, "{backend:?}");
     assert!(
-        images(&rt.prepare().expect("the request is prepared").request).is_empty(),
+        images(&rt.prepare().await.expect("the request is prepared").request).is_empty(),
         "{backend:?}"
     );
 }
@@ -839,16 +839,16 @@ async fn delivery_state_survives_reopening(backend: &Backend) {
     .await;
     assert_eq!(image_urls(&second), vec![a_url.clone()], "{backend:?}");
     let b_url = report(&reports, "r2").attachments[0].url.clone();
-    let before = rt.prepare().expect("the request is prepared").request;
+    let before = rt.prepare().await.expect("the request is prepared").request;
     drop(rt);
 
     let mut rt = open().await;
-    let after = rt.prepare().expect("the request is prepared").request;
+    let after = rt.prepare().await.expect("the request is prepared").request;
     // Exactly the same request: history, attachment messages, ids, timestamps, tool list.
     assert_eq!(after, before, "{backend:?}");
     assert_eq!(image_urls(&after), vec![b_url.clone()], "{backend:?}");
     assert_eq!(rt.step(), 2, "{backend:?}");
-    let prepared = rt.prepare().expect("the request is prepared");
+    let prepared = rt.prepare().await.expect("the request is prepared");
     rt.commit(prepared, say("Seen."))
         .await
         .expect("the commit succeeds");
@@ -856,7 +856,7 @@ async fn delivery_state_survives_reopening(backend: &Backend) {
 
     // Delivered before the second drop: nothing is embedded again.
     let mut rt = open().await;
-    let request = rt.prepare().expect("the request is prepared").request;
+    let request = rt.prepare().await.expect("the request is prepared").request;
     assert!(
         images(&request).is_empty(),
         "{backend:?}: {:?}",
@@ -869,12 +869,12 @@ async fn delivery_state_survives_reopening(backend: &Backend) {
 async fn sec4_no_request_is_prepared_while_committed_calls_wait() {
     let dir = tempfile::tempdir().unwrap();
     let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
-    let prepared = rt.prepare().unwrap();
+    let prepared = rt.prepare().await.unwrap();
     rt.commit(prepared, calls(vec![call("e1", "echo", json!({ "n": 1 }))]))
         .await
         .unwrap();
     // Its request would carry a call without a result, and its commit would drop `e1`.
-    let error = rt.prepare().unwrap_err();
+    let error = rt.prepare().await.unwrap_err();
     assert_eq!(
         error.message(),
         "the calls of step 1 have not run yet: call execute before preparing the next request"
@@ -883,7 +883,7 @@ async fn sec4_no_request_is_prepared_while_committed_calls_wait() {
         report(&rt.execute().await.unwrap(), "e1").text,
         r#"{"n":1}"#
     );
-    let request = rt.prepare().unwrap().request;
+    let request = rt.prepare().await.unwrap().request;
     assert!(texts(&request).contains(r#"{"n":1}"#));
 }
 
@@ -936,7 +936,7 @@ async fn ts2_a_hit_becomes_callable_from_the_next_step() {
     );
     assert!(!report(&reports, "c3").is_error);
     // Announced once: the delta stays where it was, no new one follows.
-    let third = rt.prepare().unwrap().request;
+    let third = rt.prepare().await.unwrap().request;
     assert_eq!(
         third
             .messages
@@ -1032,7 +1032,7 @@ async fn sec3_bad_calls_get_error_results_naming_the_problem() {
     }
     assert!(report(&reports, "e2").text.contains("at /list/1/k"));
     // Nothing already persisted is lost; the errors are in history for the model.
-    let request = rt.prepare().unwrap().request;
+    let request = rt.prepare().await.unwrap().request;
     assert_eq!(request.messages[0].id, "m1");
     assert!(texts(&request).contains("there is no tool named `nope`"));
     drop(rt);
@@ -1042,13 +1042,13 @@ async fn sec3_bad_calls_get_error_results_naming_the_problem() {
     )
     .await;
     assert_eq!(
-        rt.prepare().unwrap().request.messages.len(),
+        rt.prepare().await.unwrap().request.messages.len(),
         request.messages.len()
     );
 
     // A text-protocol model's broken calls, for the same snapshot.
     let mut rt = runtime(&dir.path().join("tp"), assembly("", "texter")).await;
-    let prepared = rt.prepare().unwrap();
+    let prepared = rt.prepare().await.unwrap();
     rt.commit(
         prepared,
         say("a <tool_call><function=echo><parameter=n>1</function></tool_call> b <tool_call>{\"name\": \"echo\""),
@@ -1111,7 +1111,7 @@ async fn reasoning_and_usage_are_committed_with_the_response() {
     assert_eq!(record["usage"], serde_json::to_value(usage).unwrap());
     assert_eq!(record["content"][0]["data"], thinking);
     let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
-    let request = rt.prepare().unwrap().request;
+    let request = rt.prepare().await.unwrap().request;
     let assistant = request
         .messages
         .iter()
@@ -1152,7 +1152,7 @@ async fn a_response_with_input_transformations_reopens_and_keeps_them() {
     assert_eq!(record["usage"]["input_tokens"], 12);
 
     let mut rt = runtime(dir.path(), assembly("", "seeing")).await;
-    let request = rt.prepare().expect("the history reopens").request;
+    let request = rt.prepare().await.expect("the history reopens").request;
     let assistant = request
         .messages
         .iter()

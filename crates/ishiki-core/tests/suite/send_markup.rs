@@ -24,8 +24,9 @@ struct Recorder {
     sent: Mutex<Vec<Outgoing>>,
 }
 
+#[async_trait::async_trait]
 impl Platform for Recorder {
-    fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError> {
+    async fn send(&self, outgoing: &Outgoing) -> Result<(), ToolError> {
         self.sent.lock().expect("recorder").push(outgoing.clone());
         Ok(())
     }
@@ -96,7 +97,7 @@ async fn build(dir: &Path, platform: Arc<Recorder>) -> Runtime {
 }
 
 async fn send(rt: &mut Runtime, messages: &[&str]) -> String {
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     rt.commit(
         prepared,
         ModelResponse::from_calls(vec![ToolCall {

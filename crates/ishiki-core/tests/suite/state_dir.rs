@@ -41,7 +41,7 @@ async fn converse(dir: &Path) {
     rt.workspace()
         .write("/home/workspace/a.png", &png(5, 3, 2))
         .expect("a workspace image");
-    let prepared = rt.prepare().expect("a request");
+    let prepared = rt.prepare().await.expect("a request");
     rt.commit(
         prepared,
         ModelResponse::from_calls(vec![ToolCall {
@@ -53,7 +53,7 @@ async fn converse(dir: &Path) {
     .await
     .expect("a commit");
     rt.execute().await.expect("the read runs");
-    let prepared = rt.prepare().expect("a second request");
+    let prepared = rt.prepare().await.expect("a second request");
     rt.commit(prepared, ModelResponse::from_text("seen".to_owned()))
         .await
         .expect("a second commit");
@@ -207,7 +207,7 @@ async fn sec4_a_state_dir_moved_mid_run_stops_the_next_commit_with_an_error_nami
     rt.add_user_message("u1", "hello", &[])
         .await
         .expect("a message before the move");
-    let prepared = rt.prepare().expect("a request");
+    let prepared = rt.prepare().await.expect("a request");
     std::fs::rename(&dir, tmp.path().join("moved")).expect("the state directory moves");
     let error = rt
         .commit(prepared, ModelResponse::from_text("hi".to_owned()))
@@ -397,7 +397,7 @@ async fn sec4_a_history_whose_write_ahead_log_was_lost_is_an_error() {
     rt.add_user_message("u1", "look", &[png(4, 4, 1)])
         .await
         .expect("a user message");
-    let prepared = rt.prepare().expect("a request");
+    let prepared = rt.prepare().await.expect("a request");
     rt.commit(prepared, ModelResponse::from_text("seen".to_owned()))
         .await
         .expect("a commit");

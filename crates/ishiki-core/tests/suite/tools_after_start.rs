@@ -152,20 +152,20 @@ async fn tools_the_catalog_would_refuse_are_refused_at_build_and_after_start() {
 async fn ts5_with_toolsearch_a_new_tool_waits_in_the_pool_and_a_removed_one_leaves_it_silently() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let mut rt = runtime(dir.path(), "toolsearch: { enable: true }\n").await;
-    let first = rt.prepare().expect("prepare");
+    let first = rt.prepare().await.expect("prepare");
     let tools_before: Vec<String> = first.request.tools.iter().map(|t| t.name.clone()).collect();
     rt.abandon(first);
 
     rt.add_tool(Named::deferred("weather_lookup", "Look up the weather"))
         .expect("added");
-    let next = rt.prepare().expect("prepare");
+    let next = rt.prepare().await.expect("prepare");
     let tools: Vec<String> = next.request.tools.iter().map(|t| t.name.clone()).collect();
     assert_eq!(tools, tools_before, "a deferred tool waits in the pool");
     assert_eq!(next.request.messages.len(), 0, "nothing announced");
     rt.abandon(next);
 
     assert!(rt.remove_tool("weather_lookup"));
-    let after = rt.prepare().expect("prepare");
+    let after = rt.prepare().await.expect("prepare");
     assert_eq!(
         after.request.messages.len(),
         0,

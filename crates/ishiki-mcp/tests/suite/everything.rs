@@ -57,7 +57,7 @@ async fn ts2_search_finds_the_tiny_image_and_a_direct_call_yields_a_png_attachme
     let mut rt = runtime(&profile, tools, dir.path()).await;
 
     // Deferred: not listed in the first request.
-    let first = rt.prepare().expect("prepare");
+    let first = rt.prepare().await.expect("prepare");
     assert!(
         !first
             .request
@@ -94,7 +94,7 @@ async fn ts2_search_finds_the_tiny_image_and_a_direct_call_yields_a_png_attachme
     });
 
     // The next request carries the image after the result (lifetime once).
-    let next = rt.prepare().expect("prepare");
+    let next = rt.prepare().await.expect("prepare");
     let images: Vec<_> = next
         .request
         .messages
@@ -265,7 +265,7 @@ async fn cm6_a_program_returns_the_mcp_image_with_lifetime_recent() {
     with_snapshots(|| insta::assert_snapshot!("everything_codemode_report", stable(&report.text)));
 
     // The next request embeds it.
-    let next = rt.prepare().expect("prepare");
+    let next = rt.prepare().await.expect("prepare");
     let images = next
         .request
         .messages

@@ -61,14 +61,14 @@ async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_append
         .expect("the list_changed notification arrives");
 
     // The request as it was before the change (an abandoned attempt commits nothing).
-    let attempt = rt.prepare().expect("prepare");
+    let attempt = rt.prepare().await.expect("prepare");
     let before = attempt.request.clone();
     rt.abandon(attempt);
     let errors = apply_tool_changes(&servers, &mut rt).await;
     assert!(errors.is_empty(), "{errors:?}");
     assert!(!servers[0].tools_changed(), "listed again");
 
-    let prepared = rt.prepare().expect("prepare");
+    let prepared = rt.prepare().await.expect("prepare");
     let now = prepared.request.clone();
     // Append-only: every tool and message of the previous request comes back unchanged.
     assert_eq!(
@@ -115,7 +115,7 @@ async fn ts5_tools_a_server_adds_and_removes_mid_session_are_announced_by_append
     assert_eq!(reports[1].text, "hello");
 
     // Announced once: the next request appends no further delta.
-    let next = rt.prepare().expect("prepare").request;
+    let next = rt.prepare().await.expect("prepare").request;
     assert!(!last_texts(&next).contains("no longer available"));
     assert_eq!(next.messages[..now.messages.len()], now.messages[..]);
 }

@@ -175,7 +175,7 @@ pub(crate) async fn runtime(profile: &Profile, tools: Vec<Arc<dyn Tool>>, state:
 
 /// One step in which the model makes `calls` (name, input); returns the reports.
 pub(crate) async fn step(runtime: &mut Runtime, calls: &[(&str, Value)]) -> Vec<CallReport> {
-    let prepared = runtime.prepare().expect("prepare");
+    let prepared = runtime.prepare().await.expect("prepare");
     let step = prepared.step;
     let response =
         ModelResponse::from_calls(calls.iter().enumerate().map(|(k, (name, input))| ToolCall {

@@ -306,7 +306,7 @@ async fn ts5_every_tool_of_six_real_servers_is_found_works_directly_and_keeps_it
         }
     }
     // What the model read of the tools it found: the catalog deltas' declarations.
-    let last = rt.prepare().expect("prepare");
+    let last = rt.prepare().await.expect("prepare");
     for message in &last.request.messages {
         for part in &message.content {
             if let Part::Text { text, .. } = part {
@@ -338,7 +338,7 @@ async fn ts4_every_tool_of_six_real_servers_works_from_a_program_as_declared() {
 
     // The codemode tool's description declares every tool: it compiles, with a program that
     // calls each as the description says.
-    let first = rt.prepare().expect("prepare");
+    let first = rt.prepare().await.expect("prepare");
     let description = first
         .request
         .tools

@@ -12,34 +12,14 @@ use ishiki_objects::testing::TestServer;
 pub(crate) struct Backend {
     pub(crate) name: &'static str,
     pub(crate) objects: Objects,
-    location: String,
-    options: Vec<(&'static str, String)>,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl Backend {
-    /// A second client for the same location, for a test's own runtime: the stores' client
-    /// lives on the crate's i/o runtime and is not shared with the test's.
-    fn reopen(&self) -> Objects {
-        Objects::open_with(&self.location, self.options.clone()).expect("reopen")
-    }
-
-    /// Runs `work` with a fresh client on a runtime of the test's own.
-    fn with_store<T>(
-        &self,
-        work: impl AsyncFnOnce(&dyn object_store::ObjectStore, &object_store::path::Path) -> T,
-    ) -> T {
-        let objects = self.reopen();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(work(&**objects.store(), objects.prefix()))
-    }
-
     /// Every key under `<prefix>/<under>`, relative to the prefix, sorted.
-    pub(crate) fn keys(&self, under: &str) -> Vec<String> {
-        self.with_store(async |store, prefix| {
+    pub(crate) async fn keys(&self, under: &str) -> Vec<String> {
+        let (store, prefix) = (self.objects.store(), self.objects.prefix());
+        {
             let mut out = Vec::new();
             let mut pending = vec![prefix.clone().join(under)];
             while let Some(dir) = pending.pop() {
@@ -56,20 +36,21 @@ impl Backend {
             }
             out.sort();
             out
-        })
+        }
     }
 
     /// Writes `bytes` at `<prefix>/<key>` behind the stores' back (unconditionally).
-    pub(crate) fn put_raw(&self, key: &str, bytes: &[u8]) {
+    pub(crate) async fn put_raw(&self, key: &str, bytes: &[u8]) {
         let bytes = bytes.to_vec();
-        self.with_store(async |store, prefix| {
+        let (store, prefix) = (self.objects.store(), self.objects.prefix());
+        {
             let key = object_store::path::Path::parse(key).expect("key");
             let path: object_store::path::Path = prefix.parts().chain(key.parts()).collect();
             store
                 .put_opts(&path, bytes.into(), object_store::PutOptions::default())
                 .await
                 .expect("raw put");
-        });
+        }
     }
 }
 
@@ -83,21 +64,16 @@ pub(crate) fn backends() -> Vec<Backend> {
         .bucket()
         .unwrap_or_else(|e| panic!("a test bucket: {e}"));
     let location = format!("s3://{bucket}/conversations/a");
-    let options = moto.options();
     let s3 = moto.open(&location).expect("s3 objects");
     vec![
         Backend {
             name: "local",
             objects: local,
-            location: local_location,
-            options: Vec::new(),
             _dir: Some(dir),
         },
         Backend {
             name: "s3",
             objects: s3,
-            location,
-            options,
             _dir: None,
         },
     ]

@@ -75,14 +75,14 @@ impl FileScheme for MemFiles {
 
 /// What the runtime's direct `read` does with a raw result: FileScheme text pages from its
 /// source, anything else goes through the display path.
-fn emit_read(outlet: &Outlet, result: ReadResult) -> Emitted {
+async fn emit_read(outlet: &Outlet, result: ReadResult) -> Emitted {
     match result {
         ReadResult::Text {
             text,
             source: Some(source),
         } => outlet.emit_read_text(&text, &source),
         ReadResult::Text { text, source: None } => {
-            outlet.emit("read", ToolDisplay::text(text)).unwrap()
+            outlet.emit("read", ToolDisplay::text(text)).await.unwrap()
         }
         ReadResult::File { .. } => panic!("text expected"),
     }
@@ -94,7 +94,7 @@ async fn read_all(center: &ResourceCenter, outlet: &Outlet, url: &str) -> (Vec<E
     let mut joined = String::new();
     let mut next = Some(url.to_owned());
     while let Some(url) = next {
-        let page = emit_read(outlet, center.read(&url).await.unwrap());
+        let page = emit_read(outlet, center.read(&url).await.unwrap()).await;
         joined.push_str(&check_page(&page, outlet.budget()));
         next = page.continuation.as_ref().map(|c| c.url.clone());
         pages.push(page);
@@ -190,7 +190,11 @@ async fn out6_existing_artifact_pages_create_no_new_artifact() {
     let center = ResourceCenter::new();
     center.register_file_scheme(store.store.clone());
     let text = large_text(700);
-    let url = store.store.put("bash", text.as_bytes(), "txt").unwrap();
+    let url = store
+        .store
+        .put("bash", text.as_bytes(), "txt")
+        .await
+        .unwrap();
     assert_eq!(store.count(), 1);
 
     let (pages, joined) = read_all(&center, &outlet, &url).await;
@@ -200,8 +204,8 @@ async fn out6_existing_artifact_pages_create_no_new_artifact() {
     assert_eq!(store.count(), 1, "paging an artifact archives nothing");
 }
 
-#[test]
-fn out5_same_output_is_archived_once() {
+#[tokio::test]
+async fn out5_same_output_is_archived_once() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
         max_lines: 10,
@@ -210,14 +214,15 @@ fn out5_same_output_is_archived_once() {
     let text = large_text(100);
     let a = outlet
         .emit("bash", ToolDisplay::text(text.clone()))
+        .await
         .unwrap();
-    let b = outlet.emit("bash", ToolDisplay::text(text)).unwrap();
+    let b = outlet.emit("bash", ToolDisplay::text(text)).await.unwrap();
     assert_eq!(a, b);
     assert_eq!(store.count(), 1);
 }
 
-#[test]
-fn out5_archive_failure_is_a_clear_error() {
+#[tokio::test]
+async fn out5_archive_failure_is_a_clear_error() {
     let failing = Arc::new(FailingStore::default());
     let outlet = Outlet::new(failing.clone()).with_budget(Budget {
         max_lines: 10,
@@ -225,6 +230,7 @@ fn out5_archive_failure_is_a_clear_error() {
     });
     let err = outlet
         .emit("bash", ToolDisplay::text(large_text(100)))
+        .await
         .unwrap_err();
     assert_eq!(err.kind(), OutletErrorKind::Archive);
     assert_eq!(
@@ -232,7 +238,7 @@ fn out5_archive_failure_is_a_clear_error() {
         "cannot archive the output of `bash` to page it: disk full"
     );
     // Within budget nothing is archived, so nothing can fail.
-    let ok = outlet.emit("bash", ToolDisplay::text("ok")).unwrap();
+    let ok = outlet.emit("bash", ToolDisplay::text("ok")).await.unwrap();
     assert_eq!(ok.text, "ok");
     assert_eq!(failing.puts.load(Ordering::SeqCst), 1);
 }
@@ -256,8 +262,8 @@ fn encode(width: u32, height: u32, format: image::ImageFormat) -> Vec<u8> {
     out.into_inner()
 }
 
-#[test]
-fn out3_media_is_archived_and_replaced_by_its_marker() {
+#[tokio::test]
+async fn out3_media_is_archived_and_replaced_by_its_marker() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone());
     let bytes = png(64, 48);
@@ -268,6 +274,7 @@ fn out3_media_is_archived_and_replaced_by_its_marker() {
                 .with_media(Media::new("image/png", bytes.clone()))
                 .with_text("Done."),
         )
+        .await
         .unwrap();
     let [r] = shown.attachments.as_slice() else {
         panic!("one attachment expected: {shown:?}");
@@ -282,16 +289,19 @@ fn out3_media_is_archived_and_replaced_by_its_marker() {
     );
     assert_eq!(shown.continuation, None);
     // The bytes live in the resource.
-    assert_eq!(store.store.get(&r.url).unwrap(), bytes);
+    assert_eq!(store.store.get(&r.url).await.unwrap(), bytes);
     assert_eq!(store.count(), 1);
 }
 
-#[test]
-fn out3_non_image_media_has_no_dimensions_and_sniffs_an_empty_type() {
+#[tokio::test]
+async fn out3_non_image_media_has_no_dimensions_and_sniffs_an_empty_type() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone());
     let wav = b"RIFF\x24\0\0\0WAVEfmt ".to_vec();
-    let r = outlet.attach("tts", Media::new("", wav.clone())).unwrap();
+    let r = outlet
+        .attach("tts", Media::new("", wav.clone()))
+        .await
+        .unwrap();
     assert_eq!(r.media_type, "audio/wav");
     assert_eq!(r.dimensions, None);
     assert!(r.url.starts_with("artifact://tts/") && r.url.ends_with(".wav"));
@@ -301,8 +311,8 @@ fn out3_non_image_media_has_no_dimensions_and_sniffs_an_empty_type() {
     );
 }
 
-#[test]
-fn cm7_persisted_urls_are_reused_and_live_urls_snapshotted() {
+#[tokio::test]
+async fn cm7_persisted_urls_are_reused_and_live_urls_snapshotted() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone());
     let bytes = png(8, 8);
@@ -313,6 +323,7 @@ fn cm7_persisted_urls_are_reused_and_live_urls_snapshotted() {
             "codemode",
             Media::new("image/png", bytes.clone()).with_url(asset),
         )
+        .await
         .unwrap();
     assert_eq!(r.url, asset);
     let artifact = "artifact://screenshot/00112233aabbccdd.png";
@@ -321,6 +332,7 @@ fn cm7_persisted_urls_are_reused_and_live_urls_snapshotted() {
             "codemode",
             Media::new("image/png", bytes.clone()).with_url(artifact),
         )
+        .await
         .unwrap();
     assert_eq!(r.url, artifact);
     assert_eq!(r.dimensions, Some((8, 8)));
@@ -332,14 +344,15 @@ fn cm7_persisted_urls_are_reused_and_live_urls_snapshotted() {
             "codemode",
             Media::new("image/png", bytes.clone()).with_url(live),
         )
+        .await
         .unwrap();
     assert!(r.url.starts_with("artifact://codemode/"), "{}", r.url);
-    assert_eq!(store.store.get(&r.url).unwrap(), bytes);
+    assert_eq!(store.store.get(&r.url).await.unwrap(), bytes);
     assert_eq!(store.count(), 1, "a live reference is snapshotted");
 }
 
-#[test]
-fn out5_paged_display_archives_the_text_after_media_replacement() {
+#[tokio::test]
+async fn out5_paged_display_archives_the_text_after_media_replacement() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
         max_lines: 20,
@@ -352,11 +365,12 @@ fn out5_paged_display_archives_the_text_after_media_replacement() {
                 .with_media(Media::new("image/png", png(16, 16)))
                 .with_text(large_text(200)),
         )
+        .await
         .unwrap();
     assert_eq!(shown.attachments.len(), 1);
     let next = shown.continuation.as_ref().unwrap();
     let (url, _) = next.url.split_once('?').unwrap();
-    let archived = String::from_utf8(store.store.get(url).unwrap()).unwrap();
+    let archived = String::from_utf8(store.store.get(url).await.unwrap()).unwrap();
     assert_eq!(
         archived,
         format!("{}\n{}", marker(&shown.attachments[0]), large_text(200))
@@ -366,11 +380,12 @@ fn out5_paged_display_archives_the_text_after_media_replacement() {
     assert_eq!(store.count(), 2);
 }
 
-#[test]
-fn out3_archive_failure_of_media_is_a_clear_error() {
+#[tokio::test]
+async fn out3_archive_failure_of_media_is_a_clear_error() {
     let outlet = Outlet::new(Arc::new(FailingStore::default()));
     let err = outlet
         .attach("screenshot", Media::new("image/png", png(2, 2)))
+        .await
         .unwrap_err();
     assert_eq!(err.kind(), OutletErrorKind::Archive);
     assert_eq!(
@@ -379,8 +394,8 @@ fn out3_archive_failure_of_media_is_a_clear_error() {
     );
 }
 
-#[test]
-fn out5_next_page_follows_an_archived_result_to_its_end() {
+#[tokio::test]
+async fn out5_next_page_follows_an_archived_result_to_its_end() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
         max_lines: 20,
@@ -389,11 +404,12 @@ fn out5_next_page_follows_an_archived_result_to_its_end() {
     let text: String = (1..=300).map(|n| format!("row {n} ✓ 😀\n")).collect();
     let mut page = outlet
         .emit("bash", ToolDisplay::text(text.clone()))
+        .await
         .unwrap();
     let mut joined = page.body().to_owned();
     let mut pages = 1;
     while let Some(next) = page.continuation.clone() {
-        page = outlet.next_page(&next).unwrap();
+        page = outlet.next_page(&next).await.unwrap();
         check_page(&page, outlet.budget());
         joined.push_str(page.body());
         pages += 1;
@@ -406,15 +422,15 @@ fn out5_next_page_follows_an_archived_result_to_its_end() {
     assert_eq!(store.count(), 1, "paging archives nothing more");
 }
 
-#[test]
-fn next_page_refuses_what_it_cannot_read() {
+#[tokio::test]
+async fn next_page_refuses_what_it_cannot_read() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
         max_lines: 5,
         max_units: 1000,
     });
     let long: String = (1..=50).map(|n| format!("{n}\n")).collect();
-    let first = outlet.emit("bash", ToolDisplay::text(long)).unwrap();
+    let first = outlet.emit("bash", ToolDisplay::text(long)).await.unwrap();
     let url = first.continuation.unwrap().url;
     let base = url.split('?').next().unwrap().to_owned();
     let cases = [
@@ -424,16 +440,15 @@ fn next_page_refuses_what_it_cannot_read() {
         format!("{base}?lines=1-2"),
         "artifact://bash/0000000000000000.txt?offset=0".to_owned(),
     ];
-    let messages: Vec<String> = cases
-        .iter()
-        .map(|url| {
-            let err = outlet
-                .next_page(&ishiki_outlet::Continuation { url: url.clone() })
-                .unwrap_err();
-            assert_eq!(err.kind(), OutletErrorKind::Continuation);
-            err.message().replace(&base, "artifact://bash/<hash>.txt")
-        })
-        .collect();
+    let mut messages = Vec::new();
+    for url in &cases {
+        let err = outlet
+            .next_page(&ishiki_outlet::Continuation { url: url.clone() })
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), OutletErrorKind::Continuation);
+        messages.push(err.message().replace(&base, "artifact://bash/<hash>.txt"));
+    }
     assert_eq!(
         messages[..4],
         [

@@ -9,8 +9,8 @@ use super::common::TempStore;
 /// A 1×1 GIF header: enough for sniffing and header dimensions.
 const GIF: &[u8] = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;";
 
-#[test]
-fn a_declared_media_type_the_bytes_contradict_is_corrected() {
+#[tokio::test]
+async fn a_declared_media_type_the_bytes_contradict_is_corrected() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone());
     let gif = outlet
@@ -22,6 +22,7 @@ fn a_declared_media_type_the_bytes_contradict_is_corrected() {
                 url: None,
             },
         )
+        .await
         .expect("archived");
     assert_eq!(gif.media_type, "image/gif");
     assert!(gif.url.ends_with(".gif"), "{}", gif.url);
@@ -35,6 +36,7 @@ fn a_declared_media_type_the_bytes_contradict_is_corrected() {
                 url: None,
             },
         )
+        .await
         .expect("archived");
     assert_eq!(text.media_type, "text/plain");
     assert_eq!(text.dimensions, None);

@@ -46,19 +46,33 @@ fn count_files(dir: &Path) -> usize {
         .sum()
 }
 
+/// Drives a future to its end on a runtime of its own, for the synchronous proptest bodies.
+pub(crate) trait Wait: std::future::Future + Sized {
+    fn wait(self) -> Self::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a test runtime")
+            .block_on(self)
+    }
+}
+
+impl<F: std::future::Future> Wait for F {}
+
 /// A store that fails every write, counting attempts.
 #[derive(Debug, Default)]
 pub(crate) struct FailingStore {
     pub(crate) puts: AtomicUsize,
 }
 
+#[async_trait::async_trait]
 impl ArtifactStore for FailingStore {
-    fn put(&self, _: &str, _: &[u8], _: &str) -> Result<String, ResourceError> {
+    async fn put(&self, _: &str, _: &[u8], _: &str) -> Result<String, ResourceError> {
         self.puts.fetch_add(1, Ordering::SeqCst);
         Err(ResourceError::new(ResourceErrorKind::Io, "disk full"))
     }
 
-    fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
+    async fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
         Err(ResourceError::new(
             ResourceErrorKind::NotFound,
             format!("no artifact at `{url}`"),

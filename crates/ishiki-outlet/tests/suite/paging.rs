@@ -7,7 +7,7 @@ use ishiki_resources::{ArtifactStore as _, ReadSource};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::common::{TempStore, check_page, split_offset};
+use super::common::{TempStore, Wait, check_page, split_offset};
 
 const FILE_URL: &str = "workspace:///home/workspace/notes.txt";
 /// An artifact URL as long as the outlet's: `artifact://t/<16 hex>.txt`.
@@ -116,7 +116,7 @@ proptest! {
         let store = TempStore::new();
         let budget = budget_for(ARTIFACT_URL_SHAPE, text.len(), extra_units, extra_lines);
         let outlet = Outlet::new(store.store.clone()).with_budget(budget);
-        let first = outlet.emit("t", ToolDisplay::text(text.clone())).unwrap();
+        let first = outlet.emit("t", ToolDisplay::text(text.clone())).wait().unwrap();
         let mut bodies = vec![check_page(&first, budget)];
         let mut next = first.continuation.clone();
         if next.is_none() {
@@ -129,7 +129,7 @@ proptest! {
             // serves them: the text from the offset, with a snapshot source.
             let (url, offset) = split_offset(&cont.url);
             prop_assert!(url.starts_with("artifact://t/") && url.ends_with(".txt"));
-            let all = String::from_utf8(store.store.get(&url).unwrap()).unwrap();
+            let all = String::from_utf8(store.store.get(&url).wait().unwrap()).unwrap();
             prop_assert_eq!(&all, &text);
             let source = ReadSource { url, offset, total: all.len() as u64, snapshot: true };
             let page = outlet.emit_read_text(&all[offset as usize..], &source);
@@ -170,15 +170,15 @@ proptest! {
     }
 }
 
-#[test]
-fn out7_empty_text_is_one_page_without_anchor() {
+#[tokio::test]
+async fn out7_empty_text_is_one_page_without_anchor() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone()).with_budget(Budget {
         max_lines: 3,
         max_units: 120,
     });
     assert_eq!(page_file(&outlet, ""), vec![String::new()]);
-    let page = outlet.emit("t", ToolDisplay::text("")).unwrap();
+    let page = outlet.emit("t", ToolDisplay::text("")).await.unwrap();
     assert_eq!(page.text, "");
     assert_eq!(page.continuation, None);
 }
@@ -229,8 +229,8 @@ fn out4_crlf_pages_end_after_the_line_feed() {
 
 /// The Continue line names the embedder's reading tool when the outlet is told one, and
 /// Ishiki's `read` otherwise.
-#[test]
-fn the_continue_line_names_the_reader_the_outlet_was_given() {
+#[tokio::test]
+async fn the_continue_line_names_the_reader_the_outlet_was_given() {
     let store = TempStore::new();
     let budget = Budget {
         max_lines: 5,
@@ -238,7 +238,10 @@ fn the_continue_line_names_the_reader_the_outlet_was_given() {
     };
     let long = "line\n".repeat(20);
     let default = Outlet::new(store.store.clone()).with_budget(budget);
-    let page = default.emit("t", ToolDisplay::text(long.clone())).unwrap();
+    let page = default
+        .emit("t", ToolDisplay::text(long.clone()))
+        .await
+        .unwrap();
     assert!(
         page.text.contains("\n[Continue: read {\"url\":"),
         "{}",
@@ -248,7 +251,7 @@ fn the_continue_line_names_the_reader_the_outlet_was_given() {
     let fetch = Outlet::new(store.store.clone())
         .with_budget(budget)
         .with_reader("fetch_resource");
-    let page = fetch.emit("t", ToolDisplay::text(long)).unwrap();
+    let page = fetch.emit("t", ToolDisplay::text(long)).await.unwrap();
     assert!(
         page.text.contains("\n[Continue: fetch_resource {\"url\":"),
         "{}",

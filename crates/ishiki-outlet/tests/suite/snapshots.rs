@@ -18,15 +18,15 @@ fn bash_display() -> ToolDisplay {
     ))
 }
 
-#[test]
-fn out4_out5_bash_display_cut_at_the_budget() {
+#[tokio::test]
+async fn out4_out5_bash_display_cut_at_the_budget() {
     let store = TempStore::new();
     let budget = Budget {
         max_lines: 12,
         max_units: 600,
     };
     let outlet = Outlet::new(store.store.clone()).with_budget(budget);
-    let shown = outlet.emit("bash", bash_display()).unwrap();
+    let shown = outlet.emit("bash", bash_display()).await.unwrap();
     check_page(&shown, budget);
     insta::assert_snapshot!(shown.text);
     insta::assert_json_snapshot!("out4_out5_bash_display_continuation", shown.continuation);
@@ -61,8 +61,8 @@ fn out6_file_page_with_its_continue_line() {
     assert_eq!(store.count(), 0);
 }
 
-#[test]
-fn out3_display_with_two_images_replaced_by_markers() {
+#[tokio::test]
+async fn out3_display_with_two_images_replaced_by_markers() {
     let store = TempStore::new();
     let outlet = Outlet::new(store.store.clone());
     let shown = outlet
@@ -74,6 +74,7 @@ fn out3_display_with_two_images_replaced_by_markers() {
                 .with_media(Media::new("image/gif", gif(32, 16)))
                 .with_text("Both are attached."),
         )
+        .await
         .unwrap();
     assert_eq!(shown.continuation, None);
     insta::assert_snapshot!(shown.text);

@@ -48,7 +48,7 @@ fn say(text: &str) -> ModelResponse {
 
 /// Commits one text-only step; the error is the runtime's.
 async fn step(rt: &mut Runtime, text: &str) -> Result<(), String> {
-    let prepared = rt.prepare().map_err(|e| e.to_string())?;
+    let prepared = rt.prepare().await.map_err(|e| e.to_string())?;
     rt.commit(prepared, say(text))
         .await
         .map(|_| ())
@@ -237,7 +237,7 @@ async fn tool_results_of_a_runtime_that_lost_its_lease_are_not_committed() {
         .workspace()
         .write("/home/workspace/note.txt", b"hello")
         .expect("a fixture");
-    let prepared = stale.prepare().expect("a request");
+    let prepared = stale.prepare().await.expect("a request");
     let response = ModelResponse::from_calls(vec![ishiki_core::ToolCall {
         id: "r1".to_owned(),
         name: "read".to_owned(),
@@ -263,7 +263,7 @@ async fn tool_results_of_a_runtime_that_lost_its_lease_are_not_committed() {
     drop(stale);
     // The new holder sees the call without a result and answers it as interrupted.
     let mut fresh = runtime(dir.path(), fresh).await;
-    let request = fresh.prepare().expect("a request").request;
+    let request = fresh.prepare().await.expect("a request").request;
     let last = request.messages.last().expect("a message");
     assert_eq!(last.id, "s1-tools");
     assert!(

@@ -171,12 +171,12 @@ async fn a_session_past_its_window_compacts_natively_and_sends_each_block_back_f
     }
 
     // A restart projects the identical request: the block is in the committed state.
-    let prepared = runtime.prepare().unwrap();
+    let prepared = runtime.prepare().await.unwrap();
     let before = model.render(&prepared.request);
     runtime.abandon(prepared);
     drop(runtime);
     let mut reopened = open(&state, &workspace).await;
-    let prepared = reopened.prepare().unwrap();
+    let prepared = reopened.prepare().await.unwrap();
     assert_eq!(model.render(&prepared.request), before);
     assert_eq!(first_block(&before)["type"], "compaction");
 }

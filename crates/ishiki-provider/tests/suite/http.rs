@@ -328,7 +328,7 @@ async fn http_malformed_body_fails_without_retry_and_the_session_reports_it() {
     );
     assert_eq!(seen.lock().unwrap().len(), 1);
     // A failed step commits nothing (PRJ-4): the next request starts from the same history.
-    assert_eq!(runtime.prepare().unwrap().request.messages.len(), 1);
+    assert_eq!(runtime.prepare().await.unwrap().request.messages.len(), 1);
 }
 
 #[tokio::test]
@@ -546,7 +546,7 @@ async fn http_stream_cut_midway_is_retried_only_before_it_showed_anything() {
             "the model request failed: the answer was interrupted: the openai stream ended before the response was complete ({url}/chat/completions)"
         )
     );
-    assert_eq!(runtime.prepare().unwrap().request.messages.len(), 1);
+    assert_eq!(runtime.prepare().await.unwrap().request.messages.len(), 1);
 }
 
 /// Reasoning and usage reach the store with the assistant message, and the next request replays
@@ -562,7 +562,7 @@ async fn http_reasoning_is_committed_and_replayed_to_the_same_model() {
     let mut runtime = runtime(dir.path()).await;
     let model = HttpModel::new(config(Protocol::Anthropic, &url)).unwrap();
     runtime.step_with(&model).await.unwrap();
-    let prepared = runtime.prepare().unwrap();
+    let prepared = runtime.prepare().await.unwrap();
     let assistant = &prepared.request.messages[1];
     assert!(
         matches!(&assistant.content[0], Part::Reasoning(r) if r.provider == "anthropic" && r.model == "test-model")

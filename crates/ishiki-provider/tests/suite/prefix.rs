@@ -55,7 +55,7 @@ async fn session() -> Vec<Request> {
         .unwrap();
     let mut requests = Vec::new();
     for i in 1..=STEPS {
-        let prepared = runtime.prepare().unwrap();
+        let prepared = runtime.prepare().await.unwrap();
         requests.push(prepared.request.clone());
         let call = ToolCall {
             id: format!("c{i}"),

@@ -185,7 +185,7 @@ async fn session(api: Api, policy: EditPolicy, steps: usize) -> Figures {
                 }))
                 .unwrap();
         }
-        let prepared = runtime.prepare().unwrap();
+        let prepared = runtime.prepare().await.unwrap();
         if std::env::var_os("ISHIKI_DEBUG_BREAKS").is_some() && step < 40 {
             let images = prepared
                 .request

@@ -8,22 +8,23 @@ use ishiki_resources::{
     ArtifactStore, DiskArtifactStore, ReadResult, ResourceCenter, ResourceErrorKind,
 };
 
-#[test]
-fn res5_same_bytes_get_the_same_url() {
+#[tokio::test]
+async fn res5_same_bytes_get_the_same_url() {
     let dir = tempfile::tempdir().unwrap();
     let store = DiskArtifactStore::open(dir.path()).unwrap();
-    let a = store.put("codemode", b"hello", "txt").unwrap();
-    let b = store.put("codemode", b"hello", "txt").unwrap();
+    let a = store.put("codemode", b"hello", "txt").await.unwrap();
+    let b = store.put("codemode", b"hello", "txt").await.unwrap();
     assert_eq!(a, b);
     assert_eq!(
         a,
         format!("artifact://codemode/{}", artifact_name(b"hello", "txt"))
     );
     assert_eq!(a, "artifact://codemode/2cf24dba5fb0a30e.txt");
-    assert_ne!(store.put("codemode", b"hello!", "txt").unwrap(), a);
+    assert_ne!(store.put("codemode", b"hello!", "txt").await.unwrap(), a);
     assert_eq!(
         store
             .put("windows-mcp/Screenshot", b"hello", "txt")
+            .await
             .unwrap(),
         "artifact://windows-mcp-Screenshot/2cf24dba5fb0a30e.txt"
     );
@@ -32,8 +33,8 @@ fn res5_same_bytes_get_the_same_url() {
     assert_eq!(artifact_name(b"", ".p/n g"), "e3b0c44298fc1c14.png");
 }
 
-#[test]
-fn res5_concurrent_writers_of_the_same_bytes_leave_one_intact_file() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn res5_concurrent_writers_of_the_same_bytes_leave_one_intact_file() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskArtifactStore::open(dir.path()).unwrap());
     let bytes: Arc<Vec<u8>> = Arc::new((0..1_000_000u32).map(|i| (i % 251) as u8).collect());
@@ -41,10 +42,13 @@ fn res5_concurrent_writers_of_the_same_bytes_leave_one_intact_file() {
         .map(|_| {
             let store = Arc::clone(&store);
             let bytes = Arc::clone(&bytes);
-            std::thread::spawn(move || store.put("tool", &bytes, "bin").unwrap())
+            tokio::spawn(async move { store.put("tool", &bytes, "bin").await.unwrap() })
         })
         .collect();
-    let urls: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut urls = Vec::new();
+    for t in threads {
+        urls.push(t.await.unwrap());
+    }
     assert!(urls.iter().all(|u| *u == urls[0]), "{urls:?}");
     let files: Vec<_> = std::fs::read_dir(dir.path().join("tool"))
         .unwrap()
@@ -55,27 +59,27 @@ fn res5_concurrent_writers_of_the_same_bytes_leave_one_intact_file() {
         vec![artifact_name(&bytes, "bin")],
         "no temporary files left"
     );
-    assert_eq!(store.get(&urls[0]).unwrap(), *bytes);
+    assert_eq!(store.get(&urls[0]).await.unwrap(), *bytes);
 }
 
-#[test]
-fn res5_an_artifacts_bytes_never_change() {
+#[tokio::test]
+async fn res5_an_artifacts_bytes_never_change() {
     let dir = tempfile::tempdir().unwrap();
     let store = DiskArtifactStore::open(dir.path()).unwrap();
-    let url = store.put("t", b"first", "txt").unwrap();
+    let url = store.put("t", b"first", "txt").await.unwrap();
     // A forged file under another content's name: putting that content must not hand out a
     // URL whose bytes differ from what was stored.
     let forged_name = artifact_name(b"second", "txt");
     std::fs::write(dir.path().join("t").join(&forged_name), b"not second").unwrap();
-    let err = store.put("t", b"second", "txt").unwrap_err();
+    let err = store.put("t", b"second", "txt").await.unwrap_err();
     assert_eq!(err.kind(), ResourceErrorKind::InvalidData);
     assert_eq!(
         std::fs::read(dir.path().join("t").join(&forged_name)).unwrap(),
         b"not second"
     );
     for _ in 0..3 {
-        assert_eq!(store.put("t", b"first", "txt").unwrap(), url);
-        assert_eq!(store.get(&url).unwrap(), b"first");
+        assert_eq!(store.put("t", b"first", "txt").await.unwrap(), url);
+        assert_eq!(store.get(&url).await.unwrap(), b"first");
     }
 }
 
@@ -92,12 +96,12 @@ async fn res5_everything_is_readable_after_reopening() {
     let (text_url, png_url) = {
         let store = DiskArtifactStore::open(dir.path()).unwrap();
         (
-            store.put("codemode", b"kept", "txt").unwrap(),
-            store.put("codemode", &png, "png").unwrap(),
+            store.put("codemode", b"kept", "txt").await.unwrap(),
+            store.put("codemode", &png, "png").await.unwrap(),
         )
     };
     let store = Arc::new(DiskArtifactStore::open(dir.path()).unwrap());
-    assert_eq!(store.get(&text_url).unwrap(), b"kept");
+    assert_eq!(store.get(&text_url).await.unwrap(), b"kept");
     let center = ResourceCenter::new();
     center.register_file_scheme(store);
     let ReadResult::Text {
@@ -125,14 +129,15 @@ async fn res5_everything_is_readable_after_reopening() {
     assert_eq!(missing.kind(), ResourceErrorKind::NotFound);
 }
 
-#[test]
-fn an_artifact_write_failure_names_the_url_not_the_host_path() {
+#[tokio::test]
+async fn an_artifact_write_failure_names_the_url_not_the_host_path() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = DiskArtifactStore::open(dir.path()).expect("store");
     // A file where the tool's directory should be: the write cannot happen.
     std::fs::write(dir.path().join("shot"), b"in the way").expect("blocker");
     let error = store
         .put("shot", b"bytes", "txt")
+        .await
         .expect_err("the directory cannot be created");
     let host = dir.path().display().to_string();
     assert!(!error.message().contains(&host), "{}", error.message());
@@ -148,11 +153,11 @@ fn an_artifact_write_failure_names_the_url_not_the_host_path() {
 /// A SIGKILL during a write leaves `.ishiki-tmp-*` beside the artifacts; the next open removes
 /// the ones older than any write takes, and leaves a fresh one (a live writer of a shared
 /// store) alone.
-#[test]
-fn a_store_removes_temporary_files_a_killed_writer_left_when_it_opens() {
+#[tokio::test]
+async fn a_store_removes_temporary_files_a_killed_writer_left_when_it_opens() {
     let dir = tempfile::tempdir().unwrap();
     let store = DiskArtifactStore::open(dir.path()).unwrap();
-    store.put("codemode", b"kept", "txt").unwrap();
+    store.put("codemode", b"kept", "txt").await.unwrap();
     let old = dir.path().join("codemode/.ishiki-tmp-4242-0");
     let fresh = dir.path().join("codemode/.ishiki-tmp-4242-1");
     std::fs::write(&old, b"half a write").unwrap();
@@ -168,19 +173,19 @@ fn a_store_removes_temporary_files_a_killed_writer_left_when_it_opens() {
     assert!(!old.exists(), "the stale temporary file is removed");
     assert!(fresh.exists(), "a fresh one may belong to a live writer");
     let url = format!("artifact://codemode/{}", artifact_name(b"kept", "txt"));
-    assert_eq!(reopened.get(&url).unwrap(), b"kept");
+    assert_eq!(reopened.get(&url).await.unwrap(), b"kept");
 }
 
 /// The state directory moved away mid-run: the store must not recreate its directory under
 /// the old path and write there (the moved history's Continue anchors would not resolve).
-#[test]
-fn a_store_whose_directory_was_moved_refuses_to_write_under_the_old_path() {
+#[tokio::test]
+async fn a_store_whose_directory_was_moved_refuses_to_write_under_the_old_path() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("state/artifacts");
     let store = DiskArtifactStore::open(&root).unwrap();
-    store.put("codemode", b"before", "txt").unwrap();
+    store.put("codemode", b"before", "txt").await.unwrap();
     std::fs::rename(dir.path().join("state"), dir.path().join("moved")).unwrap();
-    let err = store.put("outlet", b"after", "txt").unwrap_err();
+    let err = store.put("outlet", b"after", "txt").await.unwrap_err();
     assert_eq!(err.kind(), ResourceErrorKind::Io);
     assert_eq!(
         err.message(),

@@ -294,7 +294,10 @@ async fn res8_plain_urls_show_the_current_state_artifacts_a_snapshot() {
     let (v1, source) = text(sandbox.center.read(&url).await.unwrap());
     assert_eq!(v1, "version 1");
     assert!(!source.unwrap().snapshot);
-    let saved = artifacts.put("codemode", v1.as_bytes(), "txt").unwrap();
+    let saved = artifacts
+        .put("codemode", v1.as_bytes(), "txt")
+        .await
+        .unwrap();
 
     sandbox.workspace.write(&url, b"version 2").unwrap();
     let (v2, _) = text(sandbox.center.read(&url).await.unwrap());
@@ -303,7 +306,10 @@ async fn res8_plain_urls_show_the_current_state_artifacts_a_snapshot() {
     let (snap, source) = text(sandbox.center.read(&saved).await.unwrap());
     assert_eq!(snap, "version 1", "the artifact keeps the saved state");
     assert!(source.unwrap().snapshot);
-    let newer = artifacts.put("codemode", v2.as_bytes(), "txt").unwrap();
+    let newer = artifacts
+        .put("codemode", v2.as_bytes(), "txt")
+        .await
+        .unwrap();
     assert_ne!(newer, saved);
     assert_eq!(
         text(sandbox.center.read(&saved).await.unwrap()).0,

@@ -42,6 +42,7 @@ async fn sec3_every_error_message() {
     }));
     let png_url = artifacts
         .put("codemode", b"\x89PNG\r\n\x1a\n", "png")
+        .await
         .unwrap();
     let notes = "workspace:///home/workspace/notes.txt";
     let mut m = Messages {
@@ -183,10 +184,13 @@ async fn sec3_every_error_message() {
     );
 
     // Artifacts (RES-5).
-    m.add("artifact of another scheme", artifacts.get("asset://x"));
+    m.add(
+        "artifact of another scheme",
+        artifacts.get("asset://x").await,
+    );
     m.add(
         "artifact without a name",
-        artifacts.get("artifact://codemode"),
+        artifacts.get("artifact://codemode").await,
     );
     m.add(
         "missing artifact",
@@ -199,7 +203,10 @@ async fn sec3_every_error_message() {
         b"not b",
     )
     .unwrap();
-    m.add("artifact hash collision", artifacts.put("t", b"b", "txt"));
+    m.add(
+        "artifact hash collision",
+        artifacts.put("t", b"b", "txt").await,
+    );
     m.add(
         "artifact store unusable",
         DiskArtifactStore::open(file_root.join("sub")),
@@ -218,20 +225,23 @@ async fn sec3_every_error_message() {
         c.read("asset://0190f9f3-3ff8-7000-8000-000000000001/x")
             .await,
     );
-    m.add("bare asset id v4", assets.meta(&v4.to_string()));
+    m.add("bare asset id v4", assets.meta(&v4.to_string()).await);
     m.add(
         "missing asset",
         c.read("asset://0190f9f3-3ff8-7000-8000-000000000001").await,
     );
     m.add(
         "put_with_id v4",
-        assets.put_with_id(v4, b"x", SystemTime::now()),
+        assets.put_with_id(v4, b"x", SystemTime::now()).await,
     );
     let id = uuid_v7_at(1_700_000_000_000, 9);
-    assets.put_with_id(id, b"one", SystemTime::now()).unwrap();
+    assets
+        .put_with_id(id, b"one", SystemTime::now())
+        .await
+        .unwrap();
     m.add(
         "asset rewritten",
-        assets.put_with_id(id, b"two", SystemTime::now()),
+        assets.put_with_id(id, b"two", SystemTime::now()).await,
     );
     let broken = uuid_v7_at(1_700_000_000_000, 10);
     std::fs::write(
@@ -241,7 +251,7 @@ async fn sec3_every_error_message() {
     .unwrap();
     m.add(
         "asset metadata unreadable",
-        assets.meta(&broken.to_string()),
+        assets.meta(&broken.to_string()).await,
     );
     m.add(
         "asset store unusable",
