@@ -327,6 +327,11 @@ MORE = [
   "            if unread.is_empty() {\n                break projection;",
   "            if unread.is_empty() || true {\n                break projection;",
   ["read3_reading_an_image_again_makes_a_new_record", "prj13_delivery_state_survives_reopening", "prj9_an_asset_deleted_by_retention_is_announced_once_in_the_same_words_after_a_restart"]),
+ # 26d: every disk-store write on a blocking thread of its own, without waiting its turn.
+ ("26d", "crates/ishiki-resources/src/lib.rs",
+  "tokio::sync::Semaphore::const_new(DISK_WRITERS);",
+  "tokio::sync::Semaphore::const_new(64);",
+  ["disk_writes_take_turns"]),
 ]
 M = M + MORE
 

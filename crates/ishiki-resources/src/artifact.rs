@@ -168,7 +168,8 @@ fn io_error(url: &str, e: &std::io::Error) -> ResourceError {
 #[cfg(feature = "disk")]
 #[async_trait]
 impl ArtifactStore for DiskArtifactStore {
-    /// The write (a temporary file synced, then linked) runs on the blocking pool.
+    /// The write (a temporary file synced, then linked) runs on the blocking pool, a few
+    /// writes of the process at a time.
     async fn put(
         &self,
         tool: &str,
@@ -177,7 +178,7 @@ impl ArtifactStore for DiskArtifactStore {
     ) -> Result<String, ResourceError> {
         let store = self.clone();
         let (tool, bytes, extension) = (tool.to_owned(), bytes.to_vec(), extension.to_owned());
-        crate::blocking(move || store.write(&tool, &bytes, &extension)).await
+        crate::blocking_write(move || store.write(&tool, &bytes, &extension)).await
     }
 
     async fn get(&self, url: &str) -> Result<Vec<u8>, ResourceError> {

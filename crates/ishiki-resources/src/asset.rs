@@ -385,7 +385,7 @@ impl AssetStore for DiskAssetStore {
     ) -> Result<AssetMeta, ResourceError> {
         let store = self.clone();
         let bytes = bytes.to_vec();
-        crate::blocking(move || store.store(id, &bytes, created_at)).await
+        crate::blocking_write(move || store.store(id, &bytes, created_at)).await
     }
 
     /// Query and fragment of a URL are ignored.

@@ -247,6 +247,31 @@ pub(crate) fn link_new_file(dir: &Path, target: &Path, bytes: &[u8]) -> std::io:
     result
 }
 
+/// How many disk-store writes may be on the blocking pool at once, per process. Each syncs its
+/// file, and syncs on one file system wait for each other: more writers at once only add
+/// threads (the scale bench at 64 conversations: 80-114 threads and lower throughput with
+/// every write on a thread of its own).
+#[cfg(feature = "disk")]
+const DISK_WRITERS: usize = 4;
+
+/// [`blocking`] for a disk store's write, at most [`DISK_WRITERS`] at once; the others wait
+/// their turn without a thread. A write whose caller stopped waiting finishes on its thread
+/// after giving its turn back, so the bound is on waiting callers, not on threads exactly.
+#[cfg(feature = "disk")]
+pub(crate) async fn blocking_write<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ResourceError> + Send + 'static,
+) -> Result<T, ResourceError> {
+    static TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(DISK_WRITERS);
+    // The semaphore is never closed.
+    let _turn = TURNS.acquire().await.map_err(|e| {
+        ResourceError::new(
+            ResourceErrorKind::Io,
+            format!("a disk write could not wait its turn: {e}"),
+        )
+    })?;
+    blocking(work).await
+}
+
 /// Runs blocking file-system work off the async worker threads when a tokio runtime is there,
 /// inline otherwise.
 #[cfg(feature = "disk")]
@@ -267,6 +292,34 @@ pub(crate) async fn blocking<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Sixteen writers at once: never more than `DISK_WRITERS` on the blocking pool together,
+    /// and every one of them runs.
+    #[cfg(feature = "disk")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn disk_writes_take_turns() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NOW: AtomicUsize = AtomicUsize::new(0);
+        static MOST: AtomicUsize = AtomicUsize::new(0);
+        let writers: Vec<_> = (0..16)
+            .map(|i| {
+                tokio::spawn(blocking_write(move || {
+                    let now = NOW.fetch_add(1, Ordering::SeqCst) + 1;
+                    MOST.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    NOW.fetch_sub(1, Ordering::SeqCst);
+                    Ok(i)
+                }))
+            })
+            .collect();
+        let mut done = Vec::new();
+        for w in writers {
+            done.push(w.await.expect("joined").expect("written"));
+        }
+        assert_eq!(done, (0..16).collect::<Vec<_>>());
+        let most = MOST.load(Ordering::SeqCst);
+        assert!((2..=DISK_WRITERS).contains(&most), "{most} writes at once");
+    }
 
     /// A killed writer leaves `.ishiki-tmp-<pid>-<n>`; a later process given the same pid
     /// produces that name again. Found by `cargo xtask stress`: the write failed.
