@@ -228,9 +228,9 @@ impl DiskArtifactStore {
         Ok(url)
     }
 
-    /// The bytes of an artifact, read on the calling thread (the `artifact://` scheme runs it
-    /// on the blocking pool).
-    pub(crate) fn read(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
+    /// The bytes of an artifact, read on the calling thread ([`ArtifactStore::get`] runs it on
+    /// the blocking pool).
+    fn read(&self, url: &str) -> Result<Vec<u8>, ResourceError> {
         let parsed = crate::parse_url(url)?;
         let path = self.locate(&parsed)?;
         std::fs::read(&path).map_err(|e| {

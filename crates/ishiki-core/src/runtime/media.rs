@@ -9,7 +9,7 @@ use super::{MediaFailure, Runtime, sha256_hex};
 use crate::message::{MediaPart, Part};
 
 /// Media whose bytes a verdict needs and that were never read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) struct UnreadMedia {
     pub(super) url: String,
     pub(super) image_check: Option<u32>,
@@ -20,13 +20,11 @@ impl Runtime {
     /// immutable, so neither availability nor a decode check changes, except that retention
     /// deletes assets ([`Runtime::cleanup_assets`] records that here). Images that fit the
     /// dimension limit are decoded once, so a valid header with garbage behind it is caught.
-    pub(super) async fn media_info(
-        &self,
-        url: &str,
-        image_check: Option<u32>,
-    ) -> Result<Option<String>, MediaFailure> {
-        if let Some(hit) = self.known_media_info(url) {
-            return hit;
+    pub(super) async fn learn_media(&self, media: &UnreadMedia) {
+        let UnreadMedia { url, image_check } = media;
+        if self.known_media_info(url).is_some() {
+            // Two records of one pass can name the same bytes.
+            return;
         }
         // Read without the cache's lock: a store on the network answers in its own time.
         let result = match self.load_media(url).await {
@@ -43,11 +41,10 @@ impl Runtime {
         self.media_cache
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(url.to_owned(), result.clone());
-        result
+            .insert(url.clone(), result);
     }
 
-    /// What [`Runtime::media_info`] found for `url` before, if it looked.
+    /// What [`Runtime::learn_media`] found for `url` before, if it looked.
     fn known_media_info(&self, url: &str) -> Option<Result<Option<String>, MediaFailure>> {
         self.media_cache
             .lock()
@@ -94,7 +91,7 @@ impl Runtime {
     }
 
     /// The verdict on `record` from what is known of its bytes; `Err` names the media to read
-    /// first (with [`Runtime::media_info`]) when its bytes were never looked at. The
+    /// first (with [`Runtime::learn_media`]) when its bytes were never looked at. The
     /// projection asks synchronously, so the caller reads what was missing and asks again.
     pub(super) fn verdict(&self, record: &AttachmentRecord) -> Result<Verdict, UnreadMedia> {
         if let Some(reason) = self.not_downloaded.get(&record.id) {

@@ -524,9 +524,9 @@ impl Runtime {
             if unread.is_empty() {
                 break projection;
             }
-            for media in unread {
+            for media in &unread {
                 // What it finds is remembered: the next pass's verdict reads it.
-                let _ = self.media_info(&media.url, media.image_check).await;
+                self.learn_media(media).await;
             }
         };
 
